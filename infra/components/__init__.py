@@ -1,0 +1,1 @@
+"""One ComponentResource per concept: cluster, slice pool, capacity chain, workloads."""

@@ -1,0 +1,94 @@
+"""CapacityChain: a GKE ComputeClass whose priorities follow a slice pool's capacity chain.
+
+Declared as a pulumi-kubernetes CustomResource (never inside Helm or a ConfigGroup) so that
+policy packs see it. Pods select it with nodeSelector cloud.google.com/compute-class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tpuray import catalog
+from tpuray.config import CapacityTier, SlicePoolConfig, TierKind
+
+# GKE waits this long for TPU capacity of one priority before trying the next.
+CAPACITY_CHECK_WAIT_SECONDS = 600
+
+
+def tier_priority(shape: catalog.SliceShape, tier: CapacityTier) -> dict[str, Any]:
+    """One ComputeClass priority: a TPU shape under one capacity tier."""
+    priority: dict[str, Any] = {
+        # count is chips per node (VM), not per slice.
+        "tpu": {"type": shape.gke_accelerator, "count": shape.chips_per_host, "topology": shape.topology},
+        "machineType": shape.machine_type,
+    }
+    if tier.kind is TierKind.SPOT:
+        priority["spot"] = True
+    elif tier.kind is TierKind.RESERVATION:
+        assert tier.reservation is not None
+        specific: dict[str, Any] = {"name": tier.reservation.name}
+        if tier.reservation.project:
+            specific["project"] = tier.reservation.project
+        # Specific reservations only: AnyBestEffort would silently fall to on-demand.
+        priority["reservations"] = {"affinity": "Specific", "specific": [specific]}
+    elif tier.kind is TierKind.FLEX_START:
+        priority["flexStart"] = {"enabled": True}
+        priority["capacityCheckWaitTimeSeconds"] = CAPACITY_CHECK_WAIT_SECONDS
+    else:
+        priority["spot"] = False
+        priority["reservations"] = {"affinity": "None"}
+    return priority
+
+
+def compute_class_spec(pool: SlicePoolConfig) -> dict[str, Any]:
+    priorities = [tier_priority(pool.shape, tier) for tier in pool.capacity]
+    for fallback in pool.fallback:
+        shape = catalog.lookup(fallback.generation, fallback.topology)
+        priorities += [tier_priority(shape, tier) for tier in fallback.capacity]
+    return {
+        "description": f"TPU capacity chain for slice pool {pool.name}: "
+        + ", then ".join(_describe(p) for p in priorities),
+        "priorities": priorities,
+        "nodePoolAutoCreation": {"enabled": True},
+        # Never fall back to a node type the chain does not name.
+        "whenUnsatisfiable": "DoNotScaleUp",
+    }
+
+
+def _describe(priority: dict[str, Any]) -> str:
+    tpu = priority["tpu"]
+    if priority.get("spot"):
+        tier = "spot"
+    elif "flexStart" in priority:
+        tier = "flex-start"
+    elif priority.get("reservations", {}).get("affinity") == "Specific":
+        tier = "reservation " + priority["reservations"]["specific"][0]["name"]
+    else:
+        tier = "on-demand"
+    return f"{tpu['type']} {tpu['topology']} {tier}"
+
+
+@dataclass(frozen=True)
+class CapacityChainArgs:
+    pool: SlicePoolConfig
+    provider: k8s.Provider
+
+
+class CapacityChain(pulumi.ComponentResource):
+    compute_class: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: CapacityChainArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpuray:index:CapacityChain", name, None, opts)
+        self.compute_class = k8s.apiextensions.CustomResource(
+            f"{name}-computeclass",
+            api_version="cloud.google.com/v1",
+            kind="ComputeClass",
+            metadata={"name": args.pool.compute_class, "labels": {"app.kubernetes.io/managed-by": "tpuray"}},
+            spec=compute_class_spec(args.pool),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
+        self.register_outputs({})

@@ -1,0 +1,119 @@
+"""SlicePool: the GKE node pools of one TPU slice pool, sized and placed by the catalog.
+
+A multi-host slice is one node pool whose node count equals the slice's hosts, placed
+COMPACT with tpu_topology (or, for TPU7x, by a HIGH_THROUGHPUT workload policy), so that
+GKE creates and deletes all its VMs together. A single-host shape is one pool with one
+node per slice. The pools serve the chain's first capacity tier; the later tiers are
+ComputeClass priorities that GKE auto-provisions (see CapacityChain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.components.cluster import node_hardening
+from tpuray.catalog import Placement
+from tpuray.config import CapacityTier, SlicePoolConfig, TierKind
+
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+POOL_LABEL = "tpuray.dev/slice-pool"
+TIER_LABEL = "tpuray.dev/capacity-tier"
+
+
+def capacity_node_config(tier: CapacityTier, project: str) -> dict:
+    """The node_config fields that express one capacity tier."""
+    if tier.kind is TierKind.SPOT:
+        return {"spot": True}
+    if tier.kind is TierKind.FLEX_START:
+        return {"flex_start": True, "reservation_affinity": {"consume_reservation_type": "NO_RESERVATION"}}
+    if tier.kind is TierKind.RESERVATION:
+        assert tier.reservation is not None
+        name = tier.reservation.name
+        if tier.reservation.project and tier.reservation.project != project:
+            # A shared reservation is addressed by its full path.
+            name = f"projects/{tier.reservation.project}/reservations/{name}"
+        return {
+            "reservation_affinity": {
+                "consume_reservation_type": "SPECIFIC_RESERVATION",
+                "key": RESERVATION_KEY,
+                "values": [name],
+            }
+        }
+    return {}  # on-demand
+
+
+@dataclass(frozen=True)
+class SlicePoolArgs:
+    pool: SlicePoolConfig
+    project: str
+    region: str
+    zone: str
+    cluster_name: pulumi.Input[str]
+    node_service_account: pulumi.Input[str]
+
+
+class SlicePool(pulumi.ComponentResource):
+    node_pool_names: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: SlicePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpuray:index:SlicePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        pool, shape = args.pool, args.pool.shape
+        tier = pool.capacity[0]
+
+        placement: dict | None = None
+        if shape.placement is Placement.COMPACT:
+            placement = {"type": "COMPACT", "tpu_topology": shape.topology}
+        elif shape.placement is Placement.WORKLOAD_POLICY:
+            policy = gcp.compute.ResourcePolicy(
+                f"{name}-workload-policy",
+                name=f"{pool.name}-{shape.topology.replace('x', '-')}",
+                project=args.project,
+                region=args.region,
+                workload_policy={"type": "HIGH_THROUGHPUT", "accelerator_topology": shape.topology},
+                opts=child,
+            )
+            # Setting `type` beside a workload policy makes GKE replace the pool on every apply.
+            placement = {"policy_name": policy.name}
+
+        flex = tier.kind is TierKind.FLEX_START
+        # Multi-host: one pool per slice, all hosts of a slice or none. Single-host: one pool.
+        pools = pool.slices if shape.multi_host else 1
+        nodes_per_pool = shape.hosts if shape.multi_host else pool.slices
+        self.node_pool_names = []
+        for index in range(pools):
+            pool_name = f"{pool.name}-{index}" if shape.multi_host else pool.name
+            node_pool = gcp.container.NodePool(
+                f"{name}-{index}",
+                name=pool_name,
+                project=args.project,
+                cluster=args.cluster_name,
+                location=args.region,
+                node_locations=[args.zone],
+                # Flex-start capacity arrives through the autoscaler, from zero.
+                initial_node_count=0 if flex else nodes_per_pool,
+                autoscaling={
+                    "total_min_node_count": 0,
+                    "total_max_node_count": nodes_per_pool,
+                    "location_policy": "ANY",
+                }
+                if flex
+                else None,
+                placement_policy=placement,
+                management={"auto_repair": not flex, "auto_upgrade": True},
+                node_config={
+                    "machine_type": shape.machine_type,
+                    "labels": {COMPUTE_CLASS_LABEL: pool.compute_class, POOL_LABEL: pool.name, TIER_LABEL: tier.kind.value},
+                    # Manual pools join a ComputeClass through its label plus a matching taint.
+                    "taints": [{"key": COMPUTE_CLASS_LABEL, "value": pool.compute_class, "effect": "NO_SCHEDULE"}],
+                    **capacity_node_config(tier, args.project),
+                    **node_hardening(args.node_service_account),
+                },
+                opts=child,
+            )
+            self.node_pool_names.append(node_pool.name)
+        self.register_outputs({"nodePools": self.node_pool_names})

@@ -1,0 +1,62 @@
+"""Stack config -> validated StackConfig -> catalog -> components -> resources."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.components.capacity_chain import CapacityChain, CapacityChainArgs
+from infra.components.cluster import GkeCluster, GkeClusterArgs
+from infra.components.slice_pool import SlicePool, SlicePoolArgs
+from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
+
+
+def read_pulumi_config() -> dict[str, Any]:
+    """The raw `tpuray:` keys as the engine hands them over (objects arrive JSON-encoded)."""
+    config = pulumi.Config(NAMESPACE)
+    raw: dict[str, Any] = {}
+    for key in CONFIG_KEYS:
+        value = config.get(key)
+        if value is None:
+            continue
+        try:
+            raw[key] = json.loads(value)
+        except json.JSONDecodeError:
+            raw[key] = value
+    return raw
+
+
+def build(cfg: StackConfig) -> None:
+    gcp_provider = gcp.Provider("gcp", project=cfg.gcp.project, region=cfg.gcp.region)
+    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider})
+
+    cluster = GkeCluster("gke", GkeClusterArgs(gcp=cfg.gcp, cluster=cfg.cluster), opts)
+    for pool in cfg.slice_pools:
+        SlicePool(
+            pool.name,
+            SlicePoolArgs(
+                pool=pool,
+                project=cfg.gcp.project,
+                region=cfg.gcp.region,
+                zone=pool.zone or cfg.gcp.zones[0],
+                cluster_name=cluster.name,
+                node_service_account=cluster.node_service_account,
+            ),
+            opts,
+        )
+        CapacityChain(pool.name, CapacityChainArgs(pool=pool, provider=cluster.provider))
+
+    pulumi.export("cluster", cluster.name)
+    pulumi.export("slicePools", [p.name for p in cfg.slice_pools])
+
+
+def main() -> None:
+    try:
+        cfg = parse_stack_config(read_pulumi_config(), pulumi.get_stack())
+    except ConfigError as err:
+        # RunError ends the program with its message alone: no traceback, nothing declared.
+        raise pulumi.RunError("invalid stack config:\n" + str(err)) from None
+    build(cfg)

@@ -1,0 +1,1 @@
+"""tpuray: Ray workloads on GKE TPU slices, declared with Pulumi."""

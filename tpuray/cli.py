@@ -1,0 +1,56 @@
+"""The `tpuray` command. Each subcommand lives in tpuray/commands/<name>.py and exposes
+`register(subparsers)`; this module finds them, parses, and turns expected errors into
+one clear line and a non-zero exit (never a traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from rich.console import Console
+
+from tpuray import commands
+from tpuray.catalog import CatalogError
+from tpuray.config import ConfigError
+
+EXIT_CONFIG = 2
+
+
+class UserError(Exception):
+    """A problem with what the user asked for; printed as is, exit code `code`."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tpuray", description="Ray workloads on GKE TPU slices.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except ConfigError as exc:
+        for line in exc.lines:
+            err.print(f"[bold red]error:[/] {line}", markup=True, highlight=False)
+        return EXIT_CONFIG
+    except (CatalogError, UserError) as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        return getattr(exc, "code", EXIT_CONFIG)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of `tpuray`: one module each, with register(subparsers)."""

@@ -1,0 +1,34 @@
+"""`tpuray topology [--json]`: print the TPU catalog."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from tpuray import catalog
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("topology", help="print the TPU catalog (every generation and topology)")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.add_argument("--generation", choices=list(catalog.GENERATIONS), help="only this generation")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    shapes = [s for s in catalog.all_shapes() if args.generation in (None, s.generation)]
+    if args.json:
+        print(json.dumps([s.as_json() for s in shapes], indent=2))
+        return 0
+    table = Table(title="TPU slice catalog", show_lines=False)
+    for column in ("generation", "topology", "chips", "hosts", "chips/host", "machine type",
+                   "gke-tpu-accelerator", "Ray accelerator", "pod type", "placement"):
+        table.add_column(column, justify="right" if column in ("chips", "hosts", "chips/host") else "left")
+    for s in shapes:
+        table.add_row(s.generation, s.topology, str(s.chips), str(s.hosts), str(s.chips_per_host), s.machine_type,
+                      s.gke_accelerator, s.ray_accelerator_type, s.pod_type, s.placement.value)
+    Console(width=160).print(table)
+    return 0

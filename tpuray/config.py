@@ -1,0 +1,399 @@
+"""The typed stack configuration, validated before any resource is declared.
+
+Stack config lives in stacks/Pulumi.<env>.yaml under the `tpuray:` namespace. The raw
+mapping (from the YAML file, or from pulumi.Config under the CLI) goes through
+`parse_stack_config`, which either returns a `StackConfig` or raises `ConfigError`
+holding one line per problem: the key, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tpuray import catalog
+
+NAMESPACE = "tpuray"
+CONFIG_KEYS = ("environment", "gcp", "cluster", "slicePools", "ray", "workloads")
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ConfigError(Exception):
+    """Invalid stack config. `lines` holds one human-readable line per problem."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+class _Model(BaseModel):
+    # Unknown keys are typos more often than not: reject them by name.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class GcpConfig(_Model):
+    project: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zones: list[str] = Field(min_length=1)
+
+
+class CpuPoolConfig(_Model):
+    machine_type: str = Field("e2-standard-8", alias="machineType")
+    min_nodes: int = Field(1, alias="minNodes", ge=0)
+    max_nodes: int = Field(4, alias="maxNodes", ge=1)
+
+
+class AuthorizedNetwork(_Model):
+    cidr: str
+    name: str = ""
+
+
+class ClusterConfig(_Model):
+    name: str
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field("REGULAR", alias="releaseChannel")
+    network: str = "default"
+    subnetwork: str = "default"
+    master_cidr: str = Field("172.16.0.0/28", alias="masterIpv4CidrBlock")
+    private_endpoint: bool = Field(False, alias="privateEndpoint")
+    master_authorized_networks: list[AuthorizedNetwork] = Field(
+        default_factory=list, alias="masterAuthorizedNetworks"
+    )
+    cpu_pool: CpuPoolConfig = Field(default_factory=CpuPoolConfig, alias="cpuPool")
+    deletion_protection: bool = Field(True, alias="deletionProtection")
+
+
+class ReservationRef(_Model):
+    name: str
+    project: str | None = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+
+class TierKind(str, Enum):
+    SPOT = "spot"
+    RESERVATION = "reservation"
+    ON_DEMAND = "on-demand"
+    FLEX_START = "flex-start"
+
+
+class CapacityTier(_Model):
+    """One step of a capacity chain. Exactly one of the four keys is set."""
+
+    spot: bool = False
+    reservation: ReservationRef | None = None
+    on_demand: bool = Field(False, alias="onDemand")
+    flex_start: bool = Field(False, alias="flexStart")
+
+    @field_validator("reservation", mode="before")
+    @classmethod
+    def _reservation_shorthand(cls, value: Any) -> Any:
+        return ReservationRef.coerce(value)
+
+    def kinds(self) -> list[TierKind]:
+        chosen = []
+        if self.spot:
+            chosen.append(TierKind.SPOT)
+        if self.reservation is not None:
+            chosen.append(TierKind.RESERVATION)
+        if self.on_demand:
+            chosen.append(TierKind.ON_DEMAND)
+        if self.flex_start:
+            chosen.append(TierKind.FLEX_START)
+        return chosen
+
+    @property
+    def kind(self) -> TierKind:
+        return self.kinds()[0]
+
+    @property
+    def market_type(self) -> str:
+        """Ray's ray.io/market-type label value for nodes of this tier."""
+        return "spot" if self.kind is TierKind.SPOT else "on-demand"
+
+
+class FallbackShape(_Model):
+    """A cross-generation fallback appended to a pool's ComputeClass (v6e 4x8, then v5e 4x8)."""
+
+    generation: str
+    topology: str
+    capacity: list[CapacityTier] = Field(default_factory=lambda: [CapacityTier(onDemand=True)])
+
+
+class SlicePoolConfig(_Model):
+    name: str
+    generation: str
+    topology: str
+    machine_type: str | None = Field(None, alias="machineType")
+    slices: int
+    capacity: list[CapacityTier]
+    fallback: list[FallbackShape] = Field(default_factory=list)
+    zone: str | None = None  # defaults to the first of tpuray:gcp.zones
+
+    @property
+    def shape(self) -> catalog.SliceShape:
+        return catalog.lookup(self.generation, self.topology, self.machine_type)
+
+    @property
+    def compute_class(self) -> str:
+        return self.name
+
+
+class RayConfig(_Model):
+    version: str = "2.60.0"
+    python: str = Field("py312", pattern=r"^py3\d+$")
+    image: str | None = None  # defaults to rayproject/ray:<version>-<python>-tpu
+
+    @property
+    def tpu_image(self) -> str:
+        return self.image or f"rayproject/ray:{self.version}-{self.python}-tpu"
+
+
+class TrainWorkload(_Model):
+    pool: str
+    slices: int = Field(1, ge=1)
+    steps: int = Field(200, ge=1)
+    checkpoint_every: int = Field(20, alias="checkpointEvery", ge=1)
+    data_uri: str = Field(alias="dataUri")
+    storage_uri: str = Field(alias="storageUri")
+    max_failures: int = Field(3, alias="maxFailures", ge=0)
+    active_deadline_seconds: int = Field(4 * 3600, alias="activeDeadlineSeconds", ge=60)
+    backoff_limit: int = Field(2, alias="backoffLimit", ge=0)
+    ttl_seconds_after_finished: int = Field(3600, alias="ttlSecondsAfterFinished", ge=0)
+
+
+class ServeWorkload(_Model):
+    pool: str
+    backend: Literal["llm", "checkpoint"] = "llm"
+    model_id: str = Field("google/gemma-3-4b-it", alias="modelId")
+    checkpoint_uri: str | None = Field(None, alias="checkpointUri")
+    replicas: int = Field(1, ge=1)
+    service_unhealthy_seconds: int = Field(900, alias="serviceUnhealthySecondThreshold", ge=60)
+    deployment_unhealthy_seconds: int = Field(600, alias="deploymentUnhealthySecondThreshold", ge=60)
+
+
+class InteractiveCluster(_Model):
+    pool: str
+    slices: int = Field(1, ge=1)
+
+
+class WorkloadsConfig(_Model):
+    namespace: str = "ray"
+    code_uri: str = Field("gs://CHANGE-ME/tpuray-apps.zip", alias="codeUri")
+    train: TrainWorkload | None = None
+    serve: ServeWorkload | None = None
+    interactive: InteractiveCluster | None = None
+
+
+class StackConfig(_Model):
+    stack: str
+    environment: Literal["dev", "staging", "prod"]
+    gcp: GcpConfig
+    cluster: ClusterConfig
+    slice_pools: list[SlicePoolConfig] = Field(alias="slicePools")
+    ray: RayConfig = Field(default_factory=RayConfig)
+    workloads: WorkloadsConfig = Field(default_factory=WorkloadsConfig)
+
+    def pool(self, name: str) -> SlicePoolConfig:
+        return next(p for p in self.slice_pools if p.name == name)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = NAMESPACE + ":"
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("" if i == 0 else ".") + str(part)
+    return out
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else repr(value)
+
+
+def _pydantic_lines(err: ValidationError) -> list[str]:
+    lines = []
+    for e in err.errors():
+        # Drop the union/tag segments pydantic adds (e.g. 'function-before[...]').
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p))
+        key = _path(loc)
+        kind = e["type"]
+        msg = e["msg"][0].lower() + e["msg"][1:]
+        if kind == "missing" and loc[-2:] == ("reservation", "name"):
+            lines.append(
+                f"{key}: missing; a reservation tier needs the name of a Compute Engine reservation, "
+                "e.g. {reservation: {name: prod-v6e-res}}"
+            )
+        elif kind == "missing":
+            lines.append(f"{key}: missing; this key is required")
+        elif kind == "extra_forbidden":
+            lines.append(f"{key}: unknown key (value {_show(e['input'])}); check the spelling in docs/configuration.md")
+        else:
+            lines.append(f"{key}: {_show(e['input'])} is invalid; {msg}")
+    return lines
+
+
+def _tier_lines(key: str, tiers: list[CapacityTier]) -> list[str]:
+    if not tiers:
+        return [f"{key}: [] is empty; list at least one tier, in priority order, from spot, reservation, onDemand, flexStart"]
+    lines = []
+    for i, tier in enumerate(tiers):
+        tkey = f"{key}[{i}]"
+        kinds = tier.kinds()
+        if tier.spot and tier.flex_start:
+            lines.append(
+                f"{tkey}: {{spot: true, flexStart: true}} is invalid; flex-start cannot be combined with spot in one tier "
+                "(GKE rejects it): make them separate tiers"
+            )
+        elif not kinds:
+            lines.append(f"{tkey}: {{}} names no capacity; set exactly one of spot, reservation, onDemand, flexStart")
+        elif len(kinds) > 1:
+            lines.append(
+                f"{tkey}: combines {' and '.join(k.value for k in kinds)}; set exactly one of "
+                "spot, reservation, onDemand, flexStart per tier"
+            )
+        if tier.reservation is not None and not tier.reservation.name.strip():
+            lines.append(
+                f"{tkey}.reservation.name: {_show(tier.reservation.name)} is empty; a reservation tier needs the "
+                "name of a Compute Engine reservation, e.g. {reservation: {name: prod-v6e-res}}"
+            )
+    return lines
+
+
+def _shape_lines(key: str, gen: str, topology: str, machine_type: str | None) -> list[str]:
+    if gen not in catalog.GENERATIONS:
+        return [f"{key}.generation: {_show(gen)} is not a TPU generation; valid: {', '.join(catalog.GENERATIONS)}"]
+    valid_topologies = catalog.topologies(gen)
+    if topology not in valid_topologies:
+        return [f"{key}.topology: {_show(topology)} is not a valid {gen} topology; valid: {', '.join(valid_topologies)}"]
+    if machine_type is not None:
+        fits = catalog.machine_types(gen, topology)
+        if machine_type not in fits:
+            return [f"{key}.machineType: {_show(machine_type)} does not fit {gen} {topology}; valid: {', '.join(fits)}"]
+    return []
+
+
+def _semantic_lines(cfg: StackConfig) -> list[str]:
+    lines: list[str] = []
+    names: set[str] = set()
+    for i, pool in enumerate(cfg.slice_pools):
+        key = f"{NAMESPACE}:slicePools[{i}]"
+        if not _DNS_LABEL.match(pool.name) or len(pool.name) > 30:
+            lines.append(
+                f"{key}.name: {_show(pool.name)} is invalid; use a lowercase DNS label of at most 30 characters "
+                "(it names node pools and a ComputeClass)"
+            )
+        if pool.name in names:
+            lines.append(f"{key}.name: {_show(pool.name)} is used twice; slice pool names must be unique")
+        names.add(pool.name)
+        lines += _shape_lines(key, pool.generation, pool.topology, pool.machine_type)
+        if pool.slices < 1:
+            lines.append(f"{key}.slices: {pool.slices} is invalid; a pool needs at least 1 slice")
+        lines += _tier_lines(f"{key}.capacity", pool.capacity)
+        for j, fb in enumerate(pool.fallback):
+            fkey = f"{key}.fallback[{j}]"
+            lines += _shape_lines(fkey, fb.generation, fb.topology, None)
+            lines += _tier_lines(f"{fkey}.capacity", fb.capacity)
+    if not cfg.slice_pools:
+        lines.append(f"{NAMESPACE}:slicePools: [] is empty; declare at least one slice pool")
+    for kind in ("train", "serve", "interactive"):
+        workload = getattr(cfg.workloads, kind)
+        if workload is None:
+            continue
+        key = f"{NAMESPACE}:workloads.{kind}"
+        if workload.pool not in names:
+            lines.append(f"{key}.pool: {_show(workload.pool)} is not a slice pool of this stack; valid: {', '.join(sorted(names))}")
+            continue
+        pool = cfg.pool(workload.pool)
+        if getattr(workload, "slices", 1) > pool.slices:
+            lines.append(
+                f"{key}.slices: {workload.slices} is more than pool {pool.name!r} has; valid: 1..{pool.slices}"
+            )
+    serve = cfg.workloads.serve
+    if serve is not None and serve.backend == "checkpoint" and not serve.checkpoint_uri:
+        lines.append(f"{NAMESPACE}:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run")
+    return lines
+
+
+def parse_stack_config(raw: dict[str, Any], stack: str) -> StackConfig:
+    """Validate a raw `tpuray:` config mapping (keys without the namespace)."""
+    unknown = sorted(set(raw) - set(CONFIG_KEYS))
+    if unknown:
+        raise ConfigError(
+            [f"{NAMESPACE}:{k}: unknown key; valid: {', '.join(NAMESPACE + ':' + c for c in CONFIG_KEYS)}" for k in unknown]
+        )
+    data = dict(raw)
+    data["stack"] = stack
+    data.setdefault("environment", stack if stack in ("dev", "staging", "prod") else "dev")
+    try:
+        cfg = StackConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_pydantic_lines(err)) from None
+    lines = _semantic_lines(cfg)
+    if lines:
+        raise ConfigError(lines)
+    return cfg
+
+
+# ---------------------------------------------------------------------------- stack files
+
+
+def stacks_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "stacks"
+
+
+def resolve_stack_file(stack: str) -> tuple[str, Path]:
+    """A stack name in stacks/ or a path to a Pulumi.<name>.yaml -> (name, path)."""
+    path = Path(stack)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        match = re.match(r"^Pulumi\.(.+)\.ya?ml$", path.name)
+        if not match:
+            raise ConfigError([f"stack file {str(path)!r}: name must be Pulumi.<stack>.yaml"])
+        if not path.is_file():
+            raise ConfigError([f"stack file {str(path)!r}: not found"])
+        return match.group(1), path
+    path = stacks_dir() / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir().glob("Pulumi.*.yaml"))
+        raise ConfigError([f"stack {stack!r}: no stacks/Pulumi.{stack}.yaml; valid: {', '.join(known)}"])
+    return stack, path
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The `tpuray:` keys of a Pulumi stack file, namespace stripped."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError([f"stack file {str(path)!r}: not valid YAML ({err})"]) from None
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError([f"stack file {str(path)!r}: 'config' must be a mapping"])
+    raw: dict[str, Any] = {}
+    for key, value in config.items():
+        ns, _, name = str(key).partition(":")
+        if ns == NAMESPACE:
+            if isinstance(value, dict) and "secure" in value:
+                raise ConfigError([f"{key}: secret values cannot be read offline; keep tpuray config in plain text"])
+            raw[name] = value
+    return raw
+
+
+def load_stack(stack: str) -> StackConfig:
+    name, path = resolve_stack_file(stack)
+    return parse_stack_config(read_stack_file(path), name)
+
+
+def pulumi_config_map(raw: dict[str, Any]) -> dict[str, str]:
+    """The raw config as the Pulumi CLI passes it: namespaced keys, JSON-encoded non-strings."""
+    return {f"{NAMESPACE}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
