@@ -11,6 +11,7 @@ import pulumi_gcp as gcp
 from infra.components.capacity_chain import CapacityChain, CapacityChainArgs
 from infra.components.cluster import GkeCluster, GkeClusterArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
+from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
 
 
@@ -48,6 +49,9 @@ def build(cfg: StackConfig) -> None:
             opts,
         )
         CapacityChain(pool.name, CapacityChainArgs(pool=pool, provider=cluster.provider))
+    workloads = cfg.workloads
+    if workloads.train or workloads.serve or workloads.interactive:
+        RayWorkloads("ray", RayWorkloadsArgs(config=cfg, provider=cluster.provider), opts)
 
     pulumi.export("cluster", cluster.name)
     pulumi.export("slicePools", [p.name for p in cfg.slice_pools])

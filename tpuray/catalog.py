@@ -90,7 +90,7 @@ class SliceShape:
 
 _CUBE_TOPOLOGIES_V4 = (
     "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8",
-    "8x8x8", "8x8x12", "8x8x16", "8x16x16", "12x16x16", "16x16x16",
+    "8x8x8", "8x8x12", "8x8x16",
 )  # fmt: skip
 _CUBE_TOPOLOGIES_V5P = (
     "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8",

@@ -307,7 +307,8 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
             lines += _tier_lines(f"{fkey}.capacity", fb.capacity)
     if not cfg.slice_pools:
         lines.append(f"{NAMESPACE}:slicePools: [] is empty; declare at least one slice pool")
-    for kind in ("train", "serve", "interactive"):
+    demand: dict[str, list[str]] = {}
+    for kind, count_key in (("train", "slices"), ("serve", "replicas"), ("interactive", "slices")):
         workload = getattr(cfg.workloads, kind)
         if workload is None:
             continue
@@ -315,10 +316,16 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
         if workload.pool not in names:
             lines.append(f"{key}.pool: {_show(workload.pool)} is not a slice pool of this stack; valid: {', '.join(sorted(names))}")
             continue
-        pool = cfg.pool(workload.pool)
-        if getattr(workload, "slices", 1) > pool.slices:
+        count = getattr(workload, count_key)
+        demand.setdefault(workload.pool, []).extend([f"{key}.{count_key}"] * count)
+    for pool_name, claims in demand.items():
+        pool = cfg.pool(pool_name)
+        if pool.slices >= 1 and len(claims) > pool.slices:  # slices < 1 is reported on its own
+            # Each workload holds whole slices; more claims than slices leaves a gang pending forever.
             lines.append(
-                f"{key}.slices: {workload.slices} is more than pool {pool.name!r} has; valid: 1..{pool.slices}"
+                f"{claims[-1]}: workloads on pool {pool_name!r} need {len(claims)} slices "
+                f"({', '.join(sorted(set(claims)))}) but the pool has {pool.slices}; raise slicePools "
+                f"{pool_name!r}.slices or move a workload to another pool"
             )
     serve = cfg.workloads.serve
     if serve is not None and serve.backend == "checkpoint" and not serve.checkpoint_uri:

@@ -1,0 +1,628 @@
+"""A local, real Ray cluster that looks like the stack's GKE TPU slices.
+
+Each emulated TPU host is one raylet on 127.0.0.1 started with the environment GKE and
+the KubeRay TPU webhook give a TPU pod (TPU_NAME, TPU_WORKER_ID, TPU_ACCELERATOR_TYPE,
+TPU_TOPOLOGY, TPU_WORKER_HOSTNAMES) and the chip count as its TPU resource. Ray itself
+then derives the ray.io/tpu-* labels and the TPU-<pod type>-head resource exactly as on
+GKE, so the scheduling code under test is not told anything a real cluster would not say.
+
+Two ways to run it:
+- in-process (`EmulatedCluster.start(..., detach=False)`, tests): the raylets share the
+  fate of this process through Ray's kernel fate-sharing, so a crashed test leaves
+  nothing behind;
+- detached (`tpuray local up`): a launcher process in its own session starts the nodes
+  without fate-sharing, records every PID in a state file and exits; `tpuray local down`
+  kills exactly those process trees. Never `ray stop` or pkill: other Ray clusters may run
+  on the same machine.
+
+Shapes come from tpuray.catalog only (via the stack config's `.shape`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tpuray import catalog
+from tpuray.config import StackConfig
+
+STATE_FILE = "state.json"
+LOCAL_DIR_ENV = "TPURAY_LOCAL_DIR"
+DEFAULT_ROOT = Path("/tmp/tpuray-local")
+HOST_MEMORY_BYTES = 300 * 2**20  # measured: 250-340 MB per idle emulated host
+HEAD_MEMORY_BYTES = 800 * 2**20  # GCS, head raylet, monitor, a driver
+HOST_OBJECT_STORE_BYTES = 100 * 2**20
+HEAD_OBJECT_STORE_BYTES = 200 * 2**20
+HOST_CPUS = 2  # logical: room for one Train worker plus a Data task per host
+
+LABEL_GENERATION = "tpuray.io/generation"
+LABEL_POOL = "tpuray.io/pool"
+LABEL_ROLE = "tpuray.io/role"
+
+# Environment every emulated node gets. RAY_AUTH_MODE is explicit: Ray 2.60 turns token
+# auth on after any ray.init() that starts a local cluster, after which nodes without
+# the token cannot join. RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps addresses on loopback.
+BASE_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "JAX_PLATFORMS": "cpu",
+    "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+}
+
+
+class EmulatorError(RuntimeError):
+    """The emulated cluster cannot be planned, started or found."""
+
+
+# ---------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    """One emulated slice: what GKE would create for one replica of a TPU worker group."""
+
+    name: str  # TPU_NAME: <worker group>-<replica index>, as the webhook sets it
+    pool: str
+    generation: str
+    topology: str
+    hosts: int
+    chips_per_host: int
+    pod_type: str
+    ray_accelerator_type: str
+    market_type: str  # ray.io/market-type of the pool's first capacity tier
+    reduced_from: str | None = None  # "4x4" when emulated at a smaller topology
+
+    @classmethod
+    def from_shape(cls, name: str, pool: str, shape: catalog.SliceShape, market_type: str,
+                   reduced_from: str | None = None) -> SliceSpec:
+        return cls(name=name, pool=pool, generation=shape.generation, topology=shape.topology,
+                   hosts=shape.hosts, chips_per_host=shape.chips_per_host, pod_type=shape.pod_type,
+                   ray_accelerator_type=shape.ray_accelerator_type, market_type=market_type,
+                   reduced_from=reduced_from)
+
+    @property
+    def head_resource(self) -> str:
+        return f"TPU-{self.pod_type}-head"
+
+    @property
+    def chips(self) -> int:
+        return self.hosts * self.chips_per_host
+
+    def hostnames(self) -> list[str]:
+        # The webhook names pods <group>-<replica>-<worker id>; the list is what
+        # TPU_WORKER_HOSTNAMES carries on every host of a multi-host slice.
+        return [f"{self.name}-{w}" for w in range(self.hosts)]
+
+    def host_env(self, worker_id: int) -> dict[str, str]:
+        env = {
+            "TPU_NAME": self.name,
+            "TPU_WORKER_ID": str(worker_id),
+            "TPU_ACCELERATOR_TYPE": self.pod_type,
+            "TPU_TOPOLOGY": self.topology,
+            # KubeRay passes these from the pod spec; Ray turns them into ray.io/market-type
+            # and ray.io/node-group.
+            "RAY_NODE_MARKET_TYPE": self.market_type,
+            "RAY_NODE_TYPE_NAME": self.pool,
+        }
+        if self.hosts > 1:
+            env["TPU_WORKER_HOSTNAMES"] = ",".join(self.hostnames())
+        return env
+
+    def host_labels(self) -> dict[str, str]:
+        return {LABEL_GENERATION: self.generation, LABEL_POOL: self.pool}
+
+
+@dataclass(frozen=True)
+class Plan:
+    slices: tuple[SliceSpec, ...]
+    max_hosts: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def hosts(self) -> int:
+        return sum(s.hosts for s in self.slices)
+
+
+def default_max_hosts() -> int:
+    """Hosts that fit in half the available memory (the rest stays for the workloads)."""
+    budget = psutil.virtual_memory().available // 2 - HEAD_MEMORY_BYTES
+    return max(int(budget // HOST_MEMORY_BYTES), 1)
+
+
+def _smaller_shape(shape: catalog.SliceShape) -> catalog.SliceShape | None:
+    """The same generation's shape with the most hosts below this one's (catalog order)."""
+    smaller = [s for s in catalog.all_shapes() if s.generation == shape.generation and s.hosts < shape.hosts]
+    if not smaller:
+        return None
+    return max(smaller, key=lambda s: (s.hosts, s.chips))  # max keeps the first of equals
+
+
+def plan_slices(stack: StackConfig, max_hosts: int | None = None) -> Plan:
+    """The slices to emulate for a stack, reduced to fit `max_hosts` hosts.
+
+    Reduction order keeps what matters for scheduling as long as possible: first fewer
+    slices per pool (down to one), then a smaller topology of the same generation
+    (preferring one that is still multi-host). Every pool keeps at least one slice."""
+    limit = default_max_hosts() if max_hosts is None else max_hosts
+    if limit < len(stack.slice_pools):
+        raise EmulatorError(
+            f"--max-hosts {limit} is too small: the stack has {len(stack.slice_pools)} slice pools "
+            "and each needs at least one emulated host"
+        )
+    state = {p.name: [p.shape, p.slices] for p in stack.slice_pools}
+
+    def total() -> int:
+        return sum(shape.hosts * n for shape, n in state.values())
+
+    while total() > limit:
+        multi = [name for name, (_, n) in state.items() if n > 1]
+        if multi:
+            name = max(multi, key=lambda k: state[k][0].hosts * state[k][1])
+            state[name][1] -= 1
+            continue
+        shrinkable = [name for name, (shape, _) in state.items() if _smaller_shape(shape) is not None]
+        if not shrinkable:
+            raise EmulatorError(f"cannot fit the stack into {limit} hosts")
+        name = max(shrinkable, key=lambda k: state[k][0].hosts)
+        state[name][0] = _smaller_shape(state[name][0])
+    notes = []
+    slices: list[SliceSpec] = []
+    for pool in stack.slice_pools:
+        shape, n = state[pool.name]
+        full = pool.shape
+        if (shape, n) != (full, pool.slices):
+            notes.append(
+                f"{pool.name}: {pool.slices} x {full.generation} {full.topology} ({pool.slices * full.hosts} hosts) "
+                f"emulated as {n} x {shape.topology} ({n * shape.hosts} hosts of {shape.chips_per_host} chips) "
+                f"to fit --max-hosts {limit}"
+            )
+        reduced = full.topology if shape.topology != full.topology or shape.hosts != full.hosts else None
+        market = pool.capacity[0].market_type
+        slices += [SliceSpec.from_shape(f"{pool.name}-{i}", pool.name, shape, market, reduced) for i in range(n)]
+    return Plan(tuple(slices), limit, tuple(notes))
+
+
+def plan_for(slices: Sequence[SliceSpec]) -> Plan:
+    return Plan(tuple(slices), sum(s.hosts for s in slices))
+
+
+# ---------------------------------------------------------------------------- state
+
+
+@dataclass
+class ProcessRecord:
+    pid: int
+    create_time: float  # guards against a recycled PID being killed later
+    kind: str
+
+    def process(self) -> psutil.Process | None:
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) > 0.01:
+                return None
+            return proc
+        except psutil.Error:
+            return None
+
+
+@dataclass
+class HostRecord:
+    slice: str  # "" for the head
+    worker_id: int
+    node_id: str
+    processes: list[ProcessRecord] = field(default_factory=list)
+
+
+@dataclass
+class ClusterState:
+    name: str
+    state_dir: str
+    address: str = ""
+    launcher_pid: int = 0
+    started_at: float = 0.0
+    ready: bool = False
+    slices: list[SliceSpec] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    hosts: list[HostRecord] = field(default_factory=list)
+
+    @property
+    def ray_dir(self) -> str:
+        return os.path.join(self.state_dir, "ray")
+
+    def save(self) -> None:
+        path = Path(self.state_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)  # atomic: `status` never reads half a file
+
+    @classmethod
+    def load(cls, state_dir: str | Path) -> ClusterState:
+        path = Path(state_dir) / STATE_FILE
+        if not path.is_file():
+            raise EmulatorError(f"no emulated cluster at {state_dir} ({STATE_FILE} missing)")
+        raw = json.loads(path.read_text())
+        raw["slices"] = [SliceSpec(**s) for s in raw["slices"]]
+        raw["hosts"] = [
+            HostRecord(**{**h, "processes": [ProcessRecord(**p) for p in h["processes"]]}) for h in raw["hosts"]
+        ]
+        return cls(**raw)
+
+
+def state_dir_for(name: str) -> Path:
+    # Kept short on purpose: Ray puts Unix sockets under it and sun_path is 107 bytes.
+    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT)) / name
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def _records(node: Any) -> list[ProcessRecord]:
+    out = []
+    for kind, infos in node.all_processes.items():
+        for info in infos:
+            with contextlib.suppress(psutil.Error):
+                out.append(ProcessRecord(info.process.pid, psutil.Process(info.process.pid).create_time(), kind))
+    return out
+
+
+def _tree(procs: Sequence[psutil.Process]) -> list[psutil.Process]:
+    seen: dict[int, psutil.Process] = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            for p in [proc, *proc.children(recursive=True)]:
+                seen[p.pid] = p
+    return list(seen.values())
+
+
+def _marked(ray_dir: str) -> list[psutil.Process]:
+    """Processes whose command line names this cluster's own temp dir.
+
+    A safety net for processes reparented away from the recorded trees (a raylet that
+    died before its workers): the temp dir is unique to this cluster, so this never
+    matches another cluster's processes."""
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.pid != me and any(ray_dir in part for part in (proc.info["cmdline"] or [])):
+                found.append(proc)
+    return found
+
+
+def kill_processes(procs: Sequence[psutil.Process], grace_s: float = 3.0) -> list[int]:
+    """SIGTERM, then SIGKILL what is left after `grace_s`. Returns the PIDs still alive."""
+    procs = [p for p in procs if p.pid != os.getpid()]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    return [p.pid for p in alive]
+
+
+@contextlib.contextmanager
+def _environ(updates: dict[str, str]) -> Iterator[None]:
+    """Ray reads the TPU environment in *this* process when it resolves a node's labels and
+    resources, and the raylet inherits it: set it around each add_node only."""
+    saved = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------- cluster
+
+ProgressFn = Callable[[str, int, int], None]  # (what just started, done, total)
+
+
+class EmulatedCluster:
+    """A running emulated cluster. Use `start` (new) or `attach` (from a state file)."""
+
+    def __init__(self, state: ClusterState, cluster: Any = None):
+        self.state = state
+        self._cluster = cluster  # ray.cluster_utils.Cluster when started in this process
+        self._nodes: dict[tuple[str, int], Any] = {}
+
+    # -- properties
+    @property
+    def address(self) -> str:
+        return self.state.address
+
+    @property
+    def slices(self) -> list[SliceSpec]:
+        return list(self.state.slices)
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.state.state_dir)
+
+    @property
+    def notes(self) -> list[str]:
+        return list(self.state.notes)
+
+    def slice(self, name: str) -> SliceSpec:
+        for s in self.state.slices:
+            if s.name == name:
+                return s
+        raise EmulatorError(f"no slice {name!r}; slices: {', '.join(s.name for s in self.state.slices)}")
+
+    def pids(self) -> list[int]:
+        """Every PID this cluster started that is still running (recorded trees plus children)."""
+        recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
+        return sorted({p.pid for p in _tree(recorded)} | {p.pid for p in _marked(self.state.ray_dir)})
+
+    def is_alive(self) -> bool:
+        head = next((h for h in self.state.hosts if not h.slice), None)
+        return head is not None and any(r.process() is not None for r in head.processes if r.kind == "gcs_server")
+
+    # -- lifecycle
+    @classmethod
+    def start(
+        cls,
+        stack: StackConfig | Sequence[SliceSpec] | Plan,
+        *,
+        max_hosts: int | None = None,
+        state_dir: str | Path | None = None,
+        name: str | None = None,
+        detach: bool = False,
+        host_cpus: int = HOST_CPUS,
+        dashboard: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> EmulatedCluster:
+        """Start a head plus one raylet per emulated TPU host on 127.0.0.1.
+
+        `stack` is a StackConfig (planned with `plan_slices` and `max_hosts`), a Plan, or
+        explicit SliceSpecs. With `detach=False` the nodes die with this process."""
+        if isinstance(stack, Plan):
+            plan = stack
+        elif isinstance(stack, StackConfig):
+            plan = plan_slices(stack, max_hosts)
+            name = name or stack.stack
+        else:
+            plan = plan_for(stack)
+        name = name or "emulated"
+        sdir = Path(state_dir) if state_dir is not None else state_dir_for(name)
+        if (sdir / STATE_FILE).exists():
+            old = cls.attach(sdir)
+            if old.pids():
+                raise EmulatorError(f"an emulated cluster is already running from {sdir}; stop it first")
+            shutil.rmtree(sdir, ignore_errors=True)
+        (sdir / "ray").mkdir(parents=True, exist_ok=True)
+        state = ClusterState(name=name, state_dir=str(sdir), launcher_pid=os.getpid(), started_at=time.time(),
+                             slices=list(plan.slices), notes=list(plan.notes))
+        state.save()
+        self = cls(state)
+        try:
+            self._start_nodes(plan, detach=detach, host_cpus=host_cpus, dashboard=dashboard, progress=progress)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_nodes(self, plan: Plan, *, detach: bool, host_cpus: int, dashboard: bool,
+                     progress: ProgressFn | None) -> None:
+        from ray.cluster_utils import Cluster
+
+        state = self.state
+        total = plan.hosts + 1
+        base = {**BASE_ENV, "RAY_TMPDIR": state.ray_dir}
+        common = {"node_ip_address": "127.0.0.1", "temp_dir": state.ray_dir, "min_worker_port": 0,
+                  "max_worker_port": 0, "dashboard_agent_listen_port": None}
+        with _environ(base):
+            # shutdown_at_exit=False turns off Ray's fate-sharing: the detached cluster must
+            # outlive the launcher. In-process we want the opposite, so no stray raylets
+            # survive a crashed test run.
+            cluster = Cluster(initialize_head=False, shutdown_at_exit=not detach)
+            self._cluster = cluster
+            head = cluster.add_node(
+                num_cpus=host_cpus, port=_free_port(), include_dashboard=dashboard,
+                dashboard_port=_free_port() if dashboard else None, dashboard_host="127.0.0.1",
+                object_store_memory=HEAD_OBJECT_STORE_BYTES, labels={LABEL_ROLE: "head"}, **common,
+            )
+            state.address = head.address
+            state.hosts.append(HostRecord("", 0, head.unique_id, _records(head)))
+            state.save()
+            if progress:
+                progress("head", 1, total)
+            done = 1
+            for spec in plan.slices:
+                for worker in range(spec.hosts):
+                    with _environ(spec.host_env(worker)):
+                        node = cluster.add_node(
+                            wait=False, num_cpus=host_cpus, resources={"TPU": spec.chips_per_host},
+                            labels={**spec.host_labels(), LABEL_ROLE: "tpu-host"},
+                            object_store_memory=HOST_OBJECT_STORE_BYTES, **common,
+                        )
+                    self._nodes[(spec.name, worker)] = node
+                    state.hosts.append(HostRecord(spec.name, worker, node.unique_id, _records(node)))
+                    state.save()  # written per node, so `down` can clean up a half-started cluster
+                    done += 1
+                    if progress:
+                        progress(f"{spec.name} worker {worker}", done, total)
+            cluster.wait_for_nodes(timeout=120)
+        state.ready = True
+        state.save()
+
+    @classmethod
+    def attach(cls, state_dir: str | Path) -> EmulatedCluster:
+        return cls(ClusterState.load(state_dir))
+
+    def kill_host(self, slice_name: str, worker_id: int) -> list[int]:
+        """Kill one emulated TPU host (its raylet and workers), as a preemption would.
+
+        Returns the PIDs killed. The rest of the slice keeps running, as on GKE before
+        KubeRay recreates the group."""
+        self.slice(slice_name)
+        host = next((h for h in self.state.hosts if (h.slice, h.worker_id) == (slice_name, worker_id)), None)
+        if host is None:
+            raise EmulatorError(f"slice {slice_name!r} has no worker {worker_id}")
+        procs = _tree([p for r in host.processes if (p := r.process()) is not None])
+        node = self._nodes.pop((slice_name, worker_id), None)
+        if node is not None and self._cluster is not None:
+            # Keep Cluster's bookkeeping right; it kills the same processes.
+            with contextlib.suppress(Exception):
+                self._cluster.remove_node(node, allow_graceful=False)
+        kill_processes(procs, grace_s=2.0)
+        self.state.hosts.remove(host)
+        self.state.save()
+        return [p.pid for p in procs]
+
+    def stop(self, remove_dir: bool = True) -> list[int]:
+        """Kill this cluster's processes (and only these). Returns PIDs that survived."""
+        recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
+        # Hosts first, head last: raylets that lose the GCS first spend seconds retrying.
+        leftover = kill_processes(_tree(recorded) + _marked(self.state.ray_dir))
+        leftover += kill_processes(_marked(self.state.ray_dir))
+        if self._cluster is not None:
+            # The processes are gone; drop Cluster's references so its exit hook has nothing to do.
+            self._cluster.worker_nodes.clear()
+            self._cluster.head_node = None
+        if remove_dir and not leftover:
+            shutil.rmtree(self.state.state_dir, ignore_errors=True)
+        return sorted(set(leftover))
+
+    def __enter__(self) -> EmulatedCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- inspection
+    def connect(self, **kwargs: Any) -> Any:
+        """ray.init() this process against the cluster (auth mode matching the nodes)."""
+        import ray
+
+        os.environ["RAY_AUTH_MODE"] = BASE_ENV["RAY_AUTH_MODE"]
+        kwargs.setdefault("logging_level", "ERROR")
+        kwargs.setdefault("log_to_driver", False)
+        return ray.init(address=self.address, **kwargs)
+
+
+# ---------------------------------------------------------------------------- detached launcher
+
+
+def launch_detached(plan: Plan, state_dir: Path, name: str, *, dashboard: bool = False,
+                    progress: ProgressFn | None = None, timeout_s: float = 300) -> EmulatedCluster:
+    """Start the cluster from a launcher in its own session; return once it is ready.
+
+    The launcher is a separate process so the nodes belong to a fresh session (no
+    terminal hang-up or Ctrl-C reaches them) and nothing of this process's state (signal
+    handlers, a Ray driver) leaks into them."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    plan_file = state_dir / "plan.json"
+    plan_file.write_text(json.dumps({"slices": [asdict(s) for s in plan.slices], "max_hosts": plan.max_hosts,
+                                     "notes": list(plan.notes)}))
+    log = open(state_dir / "launcher.log", "wb")  # noqa: SIM115 - handed to the child
+    cmd = [sys.executable, "-m", "tpuray.emulator", "launch", "--state-dir", str(state_dir), "--name", name]
+    if dashboard:
+        cmd.append("--dashboard")
+    env = {**os.environ, **BASE_ENV}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=env)
+    log.close()
+    deadline = time.monotonic() + timeout_s
+    error = None
+    try:
+        assert proc.stdout is not None
+        # Read events, not until EOF: a grandchild could in principle hold the pipe open.
+        for raw in proc.stdout:
+            event = json.loads(raw)
+            if event["event"] == "progress" and progress:
+                progress(event["what"], event["done"], event["total"])
+            elif event["event"] == "ready":
+                break
+            elif event["event"] == "error":
+                error = event["message"]
+                break
+            if time.monotonic() > deadline:
+                error = f"not ready after {timeout_s:.0f} s"
+                break
+        else:
+            error = f"launcher exited with code {proc.wait()} before the cluster was ready"
+    except BaseException:
+        _cleanup_failed_launch(proc, state_dir)
+        raise
+    if error:
+        _cleanup_failed_launch(proc, state_dir)
+        raise EmulatorError(f"{error}; see {state_dir / 'launcher.log'}")
+    proc.wait(timeout=30)
+    return EmulatedCluster.attach(state_dir)
+
+
+def _cleanup_failed_launch(proc: subprocess.Popen[bytes], state_dir: Path) -> None:
+    with contextlib.suppress(psutil.Error):
+        kill_processes(_tree([psutil.Process(proc.pid)]))
+    with contextlib.suppress(EmulatorError):
+        EmulatedCluster.attach(state_dir).stop(remove_dir=False)
+
+
+def _launch_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tpuray.emulator launch")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--dashboard", action="store_true")
+    args = parser.parse_args(argv)
+    # Progress goes to a private duplicate of the pipe; fds 1 and 2 go to the log so the
+    # long-lived Ray processes never inherit (and hold open) the parent's pipe.
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    log_fd = os.open(os.path.join(args.state_dir, "launcher.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+
+    def emit(**event: Any) -> None:
+        out.write(json.dumps(event) + "\n")
+        out.flush()
+
+    raw = json.loads(Path(args.state_dir, "plan.json").read_text())
+    plan = Plan(tuple(SliceSpec(**s) for s in raw["slices"]), raw["max_hosts"], tuple(raw["notes"]))
+    # Ray replaces SIGTERM handlers on each node start; make SIGTERM an exception that
+    # unwinds through start()'s cleanup instead.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        EmulatedCluster.start(plan, state_dir=args.state_dir, name=args.name, detach=True,
+                              dashboard=args.dashboard,
+                              progress=lambda what, done, total: emit(event="progress", what=what, done=done,
+                                                                       total=total))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, then re-raised
+        emit(event="error", message=f"{type(exc).__name__}: {exc}")
+        raise
+    emit(event="ready")
+    # os._exit: skip interpreter teardown, which could touch Ray's process handles.
+    out.close()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "launch":
+        sys.exit(_launch_main(sys.argv[2:]))
+    sys.exit("usage: python -m tpuray.emulator launch --state-dir DIR --name NAME")
