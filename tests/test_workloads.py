@@ -1,0 +1,162 @@
+"""The KubeRay objects of each stack: hosts, chips, selectors, images, labels, auth and deadlines."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import yaml
+
+from tpuray.mockrun import StackRun
+
+RAY_KINDS = ("RayJob", "RayService", "RayCluster")
+
+
+def ray_objects(run: StackRun) -> list[dict[str, Any]]:
+    return [r.manifest() for r in run.kubernetes_objects() if r.inputs["kind"] in RAY_KINDS]
+
+
+def cluster_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj["spec"]
+    return {"RayJob": lambda: spec["rayClusterSpec"], "RayService": lambda: spec["rayClusterConfig"],
+            "RayCluster": lambda: spec}[obj["kind"]]()
+
+
+def workload_of(run: StackRun, obj: dict[str, Any]):
+    wl = run.config.workloads
+    return {"RayJob": wl.train, "RayService": wl.serve, "RayCluster": wl.interactive}[obj["kind"]]
+
+
+def slices_of(workload) -> int:
+    return getattr(workload, "slices", None) or workload.replicas
+
+
+def test_every_stack_declares_its_configured_workloads(stack_run):
+    wl = stack_run.config.workloads
+    kinds = sorted(o["kind"] for o in ray_objects(stack_run))
+    expected = sorted(k for k, w in zip(RAY_KINDS, (wl.train, wl.serve, wl.interactive), strict=True) if w)
+    assert kinds == expected
+
+
+def test_tpu_worker_groups_have_hosts_slices_and_chips_from_the_catalog(stack_run):
+    for obj in ray_objects(stack_run):
+        workload = workload_of(stack_run, obj)
+        shape = stack_run.config.pool(workload.pool).shape
+        (group,) = cluster_spec(obj)["workerGroupSpecs"]
+        assert group["numOfHosts"] == shape.hosts
+        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == slices_of(workload)
+        (container,) = group["template"]["spec"]["containers"]
+        resources = container["resources"]
+        assert resources["requests"]["google.com/tpu"] == resources["limits"]["google.com/tpu"] == str(shape.chips_per_host)
+
+
+def test_tpu_worker_groups_select_accelerator_topology_and_compute_class(stack_run):
+    for obj in ray_objects(stack_run):
+        pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
+        (group,) = cluster_spec(obj)["workerGroupSpecs"]
+        pod = group["template"]["spec"]
+        assert pod["nodeSelector"] == {
+            "cloud.google.com/gke-tpu-accelerator": pool.shape.gke_accelerator,
+            "cloud.google.com/gke-tpu-topology": pool.shape.topology,
+            "cloud.google.com/compute-class": pool.name,
+        }
+        assert {"key": "cloud.google.com/compute-class", "operator": "Equal", "value": pool.name,
+                "effect": "NoSchedule"} in pod["tolerations"]
+        assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_worker_group_ray_labels_name_pool_generation_and_single_market(stack_run):
+    for obj in ray_objects(stack_run):
+        pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
+        (group,) = cluster_spec(obj)["workerGroupSpecs"]
+        labels = group["labels"]
+        assert labels["tpuray.dev/slice-pool"] == pool.name
+        assert labels["tpuray.dev/generation"] == pool.generation
+        markets = {t.market_type for t in pool.capacity}
+        assert labels.get("ray.io/market-type") == (markets.pop() if len(markets) == 1 else None)
+
+
+def test_head_runs_on_the_cpu_pool_with_no_ray_work_and_a_cluster_ip_service(stack_run):
+    for obj in ray_objects(stack_run):
+        head = cluster_spec(obj)["headGroupSpec"]
+        assert head["template"]["spec"]["nodeSelector"] == {"tpuray.dev/pool": "ray-system"}
+        assert head["rayStartParams"]["num-cpus"] == "0"
+        assert head["serviceType"] == "ClusterIP"
+        container = head["template"]["spec"]["containers"][0]
+        assert "google.com/tpu" not in container["resources"]["requests"]
+
+
+def test_head_and_workers_use_the_same_pinned_tpu_image(stack_run):
+    image = f"rayproject/ray:{stack_run.config.ray.version}-{stack_run.config.ray.python}-tpu"
+    for obj in ray_objects(stack_run):
+        spec = cluster_spec(obj)
+        images = {c["image"] for g in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+                  for c in g["template"]["spec"]["containers"]}
+        assert images == {image}
+        assert spec["rayVersion"] == stack_run.config.ray.version
+
+
+def test_ray_token_authentication_is_on(stack_run):
+    for obj in ray_objects(stack_run):
+        assert cluster_spec(obj)["authOptions"] == {"mode": "token"}
+
+
+def test_train_job_has_deadlines_and_cleans_up(stack_run):
+    train = stack_run.config.workloads.train
+    (job,) = [o for o in ray_objects(stack_run) if o["kind"] == "RayJob"]
+    spec = job["spec"]
+    assert spec["activeDeadlineSeconds"] == train.active_deadline_seconds
+    assert spec["backoffLimit"] == train.backoff_limit
+    assert spec["shutdownAfterJobFinishes"] is True
+    assert spec["ttlSecondsAfterFinished"] == train.ttl_seconds_after_finished
+
+
+def test_train_entrypoint_passes_the_catalog_topology_to_the_app(stack_run):
+    train = stack_run.config.workloads.train
+    shape = stack_run.config.pool(train.pool).shape
+    (job,) = [o for o in ray_objects(stack_run) if o["kind"] == "RayJob"]
+    argv = shlex.split(job["spec"]["entrypoint"])
+    assert argv[:3] == ["python", "-m", "ray_apps.train"]
+    args = dict(zip(argv[3::2], argv[4::2], strict=False))
+    assert args["--accelerator-type"] == shape.ray_accelerator_type
+    assert args["--topology"] == shape.topology
+    assert args["--hosts-per-slice"] == str(shape.hosts)
+    assert args["--chips-per-host"] == str(shape.chips_per_host)
+    assert args["--slices"] == str(train.slices)
+    assert args["--storage-uri"] == train.storage_uri
+    runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    assert runtime_env["working_dir"] == stack_run.config.workloads.code_uri
+    assert any(p.startswith("optax==") for p in runtime_env["pip"])
+
+
+def test_serve_service_has_unhealthy_thresholds_and_a_topology_for_its_app(stack_run):
+    serve = stack_run.config.workloads.serve
+    (service,) = [o for o in ray_objects(stack_run) if o["kind"] == "RayService"]
+    spec = service["spec"]
+    assert spec["serviceUnhealthySecondThreshold"] == serve.service_unhealthy_seconds
+    assert spec["deploymentUnhealthySecondThreshold"] == serve.deployment_unhealthy_seconds
+    (app,) = yaml.safe_load(spec["serveConfigV2"])["applications"]
+    shape = stack_run.config.pool(serve.pool).shape
+    assert app["import_path"] == "ray_apps.serve:build_app"
+    assert (app["args"]["accelerator_type"], app["args"]["topology"]) == (shape.ray_accelerator_type, shape.topology)
+    assert app["args"]["backend"] == serve.backend
+
+
+def test_nothing_is_exposed_outside_the_cluster(stack_run):
+    for r in stack_run.kubernetes_objects():
+        kind = r.inputs["kind"]
+        assert kind not in ("Service", "Ingress")
+        if kind in RAY_KINDS:
+            head = cluster_spec(r.manifest())["headGroupSpec"]
+            assert head.get("serviceType", "ClusterIP") == "ClusterIP"
+            assert not head.get("enableIngress", False)
+
+
+def test_workload_identity_binds_the_kubernetes_service_account_to_a_gcp_one(stack_run):
+    (ksa,) = [r.inputs for r in stack_run.kubernetes_objects() if r.inputs["kind"] == "ServiceAccount"]
+    gsa = ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+    assert gsa.endswith(f"@{stack_run.config.gcp.project}.iam.gserviceaccount.com")
+    (binding,) = stack_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    ns = stack_run.config.workloads.namespace
+    assert binding.inputs["member"] == f"serviceAccount:{stack_run.config.gcp.project}.svc.id.goog[{ns}/ray-workload]"
+    assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
