@@ -1,4 +1,7 @@
-"""`tpuray preview STACK [--json]`: the stack's resources under the Pulumi mock engine."""
+"""`tpuray preview STACK [--json]`: the stack's resources under the Pulumi mock engine,
+then the policy pack on them through the pack's analyzer (as `pulumi preview --policy-pack
+policies --policy-pack-config policies/policy-config.<environment>.json` would). Exit 1
+when a mandatory policy fires."""
 
 from __future__ import annotations
 
@@ -7,20 +10,61 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from tpuray.cli import UserError
 from tpuray.mockrun import MockedResource, StackRun, run_stack
+from tpuray.policies.analyzer import (
+    InProcessAnalyzer,
+    PolicyConfigError,
+    Target,
+    Violation,
+    analyze,
+    config_file,
+    load_config_file,
+    urn,
+)
+from tpuray.policies.core import Resource
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preview", help="offline preview: run the Pulumi program under mocks, no credentials")
     p.add_argument("stack", help="a stack name in stacks/ or a path to a Pulumi.<name>.yaml")
-    p.add_argument("--json", action="store_true", help="print {stack, resources} as JSON")
+    p.add_argument("--json", action="store_true", help="print {stack, resources, violations} as JSON")
     p.set_defaults(handler=run)
 
 
-def preview_document(run: StackRun) -> dict[str, Any]:
-    return {"stack": run.stack, "resources": [r.as_json() for r in run.resources]}
+def preview_document(run: StackRun, violations: list[Violation] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"stack": run.stack, "resources": [r.as_json() for r in run.resources]}
+    if violations is not None:
+        doc["violations"] = [v.as_json() for v in violations]
+    return doc
+
+
+def policy_violations(run: StackRun) -> list[Violation]:
+    """The policy pack on the mocked stack, with the enforcement levels of its environment."""
+    targets = [Target(Resource(r.type, r.name, r.inputs, urn(run.stack, r.type, r.name))) for r in run.resources]
+    path = config_file(run.config.environment)
+    # The pinned Ray version comes from this stack's config, as the CLI's stack config would give it.
+    overrides = {"ray-version-pinned": {"rayVersion": run.config.ray.version}}
+    try:
+        return analyze(InProcessAnalyzer(), targets, load_config_file(path), overrides, str(path))
+    except PolicyConfigError as err:
+        raise UserError(str(err), 2) from None
+
+
+def print_violations(violations: list[Violation], console: Console) -> None:
+    if not violations:
+        console.print("policies: no violations")
+        return
+    table = Table(title=f"policy violations ({sum(v.level == 'mandatory' for v in violations)} mandatory)")
+    for column in ("level", "policy", "resource", "message"):
+        table.add_column(column, overflow="fold")
+    for v in violations:
+        table.add_row(f"[{'red' if v.level == 'mandatory' else 'yellow'}]{v.level}[/]", v.policy, escape(v.resource),
+                      escape(v.message))  # fmt: skip
+    console.print(table)
 
 
 def _get(inputs: dict[str, Any], *path: str) -> Any:
@@ -90,8 +134,12 @@ def print_table(run: StackRun, console: Console) -> None:
 
 def run(args: argparse.Namespace) -> int:
     stack_run = run_stack(args.stack)
+    violations = policy_violations(stack_run)
+    failed = 1 if any(v.level == "mandatory" for v in violations) else 0
     if args.json:
-        print(json.dumps(preview_document(stack_run), indent=2, default=str))
-        return 0
-    print_table(stack_run, Console(soft_wrap=False, width=200))
-    return 0
+        print(json.dumps(preview_document(stack_run, violations), indent=2, default=str))
+        return failed
+    console = Console(soft_wrap=False, width=200)
+    print_table(stack_run, console)
+    print_violations(violations, console)
+    return failed

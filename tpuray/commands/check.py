@@ -1,0 +1,68 @@
+"""`tpuray check PATH... [--json]`: the policy pack's Kubernetes rules on plain YAML manifests.
+
+Same rules, same analyzer as `tpuray preview`; stack-only rules (node pools, the GKE
+cluster) are disabled because plain manifests have no stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.markup import escape
+
+from tpuray.cli import UserError
+from tpuray.config import RayConfig
+from tpuray.policies import RULES
+from tpuray.policies.analyzer import (
+    InProcessAnalyzer,
+    PolicyConfigError,
+    Violation,
+    analyze,
+    config_file,
+    load_config_file,
+)
+from tpuray.policies.manifests import ManifestError, load
+
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="run the policy pack's Kubernetes rules on YAML manifests (files or folders)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="YAML files or folders (multi-document)")
+    p.add_argument("--json", action="store_true", help='print {"violations": [...]} as JSON')
+    p.add_argument("--env", choices=ENVIRONMENTS, default="prod",
+                   help="enforcement levels of policies/policy-config.<env>.json (default prod)")  # fmt: skip
+    p.add_argument("--ray-version", default=RayConfig().version,
+                   help="the pinned Ray version images must carry (default: the project's pin)")  # fmt: skip
+    p.add_argument("--allow-image", action="append", default=[], metavar="PATTERN",
+                   help="an extra allowed TPU image (glob), e.g. 'vllm/vllm-tpu:*'")  # fmt: skip
+    p.set_defaults(handler=run)
+
+
+def check(paths: list[str], environment: str, ray_version: str, allow_images: list[str]) -> list[Violation]:
+    targets = load(paths)
+    overrides: dict[str, object] = {r.name: "disabled" for r in RULES if not r.kubernetes}
+    overrides["ray-version-pinned"] = {"rayVersion": ray_version, "allowedTpuImages": allow_images}
+    overrides["tpu-image"] = {"allowedTpuImages": allow_images}
+    path = config_file(environment)
+    return analyze(InProcessAnalyzer(), targets, load_config_file(path), overrides, str(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        violations = check(args.paths, args.env, args.ray_version, args.allow_image)
+    except (ManifestError, PolicyConfigError) as err:
+        raise UserError(str(err), 2) from None
+    if args.json:
+        print(json.dumps({"violations": [v.as_json() for v in violations]}, indent=2))
+    else:
+        out = Console(soft_wrap=True, highlight=False)
+        for v in violations:
+            colour = "red" if v.level == "mandatory" else "yellow"
+            out.print(f"[{colour}]{v.level}[/] [bold]{v.policy}[/] {escape(v.resource)} ({escape(v.file or '')})")
+            out.print(f"  {escape(v.message)}")
+        mandatory = sum(v.level == "mandatory" for v in violations)
+        out.print(f"{len(violations)} violation(s), {mandatory} mandatory")
+    return 1 if any(v.level == "mandatory" for v in violations) else 0

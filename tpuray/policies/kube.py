@@ -1,0 +1,209 @@
+"""Read KubeRay objects the way the rules need them: clusters, worker groups, TPU asks.
+
+Everything here tolerates missing or odd fields (the engine analyses inputs before the
+provider fills defaults, and `tpuray check` reads hand-written YAML); `check` rejects
+structurally broken objects before any rule runs (see manifests.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tpuray import catalog
+
+RAY_KINDS = ("RayCluster", "RayJob", "RayService")
+RAY_TYPES = tuple(f"kubernetes:ray.io/{v}:{k}" for v in ("v1", "v1alpha1") for k in RAY_KINDS)
+COMPUTE_CLASS_TYPE = "kubernetes:cloud.google.com/v1:ComputeClass"
+SERVICE_TYPE = "kubernetes:core/v1:Service"
+INGRESS_TYPES = ("kubernetes:networking.k8s.io/v1:Ingress", "kubernetes:networking.k8s.io/v1beta1:Ingress")
+CLUSTER_TYPE = "gcp:container/cluster:Cluster"
+NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
+RESOURCE_POLICY_TYPE = "gcp:compute/resourcePolicy:ResourcePolicy"
+
+TPU_RESOURCE = "google.com/tpu"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+SPOT_LABEL = "cloud.google.com/gke-spot"
+# GKE dynamic slicing / subslicing: the slice a pod gets, when it differs from the pool's.
+SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
+
+
+def get(value: Any, *path: str | int) -> Any:
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(value, list) or key >= len(value):
+                return None
+        elif not isinstance(value, dict):
+            return None
+        value = value[key] if isinstance(key, int) else value.get(key)
+    return value
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_int(value: Any) -> int | None:
+    """4, 4.0 (the engine's numbers) and "4" (Kubernetes quantities) are all 4."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def show(value: Any) -> str:
+    """A value as it would appear in YAML, for messages."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "unset"
+    return str(value).replace("True", "true").replace("False", "false")
+
+
+@dataclass(frozen=True)
+class RayClusterSpec:
+    spec: dict[str, Any]
+    path: str  # where it sits in the object: spec, spec.rayClusterSpec, spec.rayClusterConfig
+
+
+def cluster_spec(obj: dict[str, Any]) -> RayClusterSpec | None:
+    """The RayCluster spec inside a RayCluster, RayJob or RayService (None: RayJob with clusterSelector)."""
+    kind, spec = obj.get("kind"), as_dict(obj.get("spec"))
+    if kind == "RayCluster":
+        return RayClusterSpec(spec, "spec")
+    if kind == "RayJob" and isinstance(spec.get("rayClusterSpec"), dict):
+        return RayClusterSpec(spec["rayClusterSpec"], "spec.rayClusterSpec")
+    if kind == "RayService" and isinstance(spec.get("rayClusterConfig"), dict):
+        return RayClusterSpec(spec["rayClusterConfig"], "spec.rayClusterConfig")
+    return None
+
+
+@dataclass(frozen=True)
+class Group:
+    """The head group or one worker group of a Ray cluster spec."""
+
+    spec: dict[str, Any]
+    path: str  # spec.workerGroupSpecs[0]
+    name: str  # groupName, or "head"
+    is_head: bool
+
+    @property
+    def where(self) -> str:
+        return self.path if self.is_head else f"{self.path} (group {self.name!r})"
+
+    @property
+    def pod_spec(self) -> dict[str, Any]:
+        return as_dict(get(self.spec, "template", "spec"))
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return as_dict(get(self.spec, "template", "metadata", "annotations"))
+
+    @property
+    def node_selector(self) -> dict[str, Any]:
+        return as_dict(self.pod_spec.get("nodeSelector"))
+
+    @property
+    def containers(self) -> list[dict[str, Any]]:
+        return [c for c in as_list(self.pod_spec.get("containers")) if isinstance(c, dict)]
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        """Ray node labels of the group (workerGroupSpecs[].labels)."""
+        return as_dict(self.spec.get("labels"))
+
+    def tpu_containers(self) -> list[tuple[int, dict[str, Any]]]:
+        out = []
+        for i, c in enumerate(self.containers):
+            res = as_dict(c.get("resources"))
+            if TPU_RESOURCE in as_dict(res.get("requests")) or TPU_RESOURCE in as_dict(res.get("limits")):
+                out.append((i, c))
+        return out
+
+    @property
+    def is_tpu(self) -> bool:
+        return bool(self.tpu_containers()) or ACCELERATOR_LABEL in self.node_selector
+
+    def chips_per_pod(self) -> int | None:
+        """google.com/tpu summed over the pod's containers (TPU7x may split a VM over two)."""
+        total, seen = 0, False
+        for _, c in self.tpu_containers():
+            res = as_dict(c.get("resources"))
+            value = as_int(as_dict(res.get("limits")).get(TPU_RESOURCE, as_dict(res.get("requests")).get(TPU_RESOURCE)))
+            if value is None:
+                return None
+            total, seen = total + value, True
+        return total if seen else None
+
+    @property
+    def accelerator(self) -> str | None:
+        value = self.node_selector.get(ACCELERATOR_LABEL)
+        return value if isinstance(value, str) else None
+
+    @property
+    def topology(self) -> str | None:
+        """The slice topology the pods get: the subslice annotation wins over the pool's selector."""
+        value = self.annotations.get(SLICE_TOPOLOGY_ANNOTATION, self.node_selector.get(TOPOLOGY_LABEL))
+        return value if isinstance(value, str) else None
+
+    def shape(self) -> catalog.SliceShape | None:
+        """The catalog shape this group asks for, or None when its selectors do not name one."""
+        if self.accelerator is None or self.topology is None:
+            return None
+        try:
+            return catalog.by_gke_labels(self.accelerator, self.topology, self.chips_per_pod())
+        except catalog.CatalogError:
+            return None
+
+
+def groups(cluster: RayClusterSpec) -> list[Group]:
+    out = []
+    head = cluster.spec.get("headGroupSpec")
+    if isinstance(head, dict):
+        out.append(Group(head, f"{cluster.path}.headGroupSpec", "head", True))
+    for i, spec in enumerate(as_list(cluster.spec.get("workerGroupSpecs"))):
+        if isinstance(spec, dict):
+            name = spec.get("groupName") if isinstance(spec.get("groupName"), str) else str(i)
+            out.append(Group(spec, f"{cluster.path}.workerGroupSpecs[{i}]", name, False))
+    return out
+
+
+def tpu_groups(obj: dict[str, Any]) -> list[Group]:
+    cluster = cluster_spec(obj)
+    return [g for g in groups(cluster) if not g.is_head and g.is_tpu] if cluster else []
+
+
+def shapes_of_generation_topology(accelerator: str, topology: str) -> list[catalog.SliceShape]:
+    """Every catalog form of one accelerator label and topology (2x4 has two)."""
+    try:
+        default = catalog.by_gke_labels(accelerator, topology)
+    except catalog.CatalogError:
+        return []
+    return [s for s in catalog.all_shapes() if (s.generation, s.topology) == (default.generation, topology)]
+
+
+def shapes_of_machine_type(machine_type: str) -> list[catalog.SliceShape]:
+    return [s for s in catalog.all_shapes() if s.machine_type == machine_type]
+
+
+def accelerator_labels() -> list[str]:
+    return sorted({g.gke_accelerator for g in catalog.GENERATIONS.values()})
+
+
+def generation_of_accelerator(accelerator: str) -> catalog.Generation | None:
+    if accelerator == "tpu-v5-lite-device":  # legacy single-host-only v5e label
+        return catalog.GENERATIONS["v5e"]
+    return next((g for g in catalog.GENERATIONS.values() if g.gke_accelerator == accelerator), None)

@@ -1,0 +1,209 @@
+"""TPU worker groups of RayCluster, RayJob.spec.rayClusterSpec and RayService.spec.rayClusterConfig.
+
+All TPU facts come from tpuray.catalog; these rules only compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.kube import (
+    ACCELERATOR_LABEL,
+    RAY_TYPES,
+    SLICE_TOPOLOGY_ANNOTATION,
+    SPOT_LABEL,
+    TOPOLOGY_LABEL,
+    TPU_RESOURCE,
+    Group,
+    accelerator_labels,
+    as_dict,
+    as_int,
+    generation_of_accelerator,
+    shapes_of_generation_topology,
+    show,
+    tpu_groups,
+)
+
+
+def _node_selectors(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    for g in tpu_groups(res.props):
+        sel = f"{g.where}.template.spec.nodeSelector"
+        acc, topo = g.accelerator, g.node_selector.get(TOPOLOGY_LABEL)
+        if acc is None:
+            yield (
+                f"{res.label}: {sel} has no {ACCELERATOR_LABEL!r}; a TPU group must name its TPU generation "
+                f"so GKE schedules it on TPU nodes: add one of {', '.join(accelerator_labels())}"
+            )
+        elif acc not in accelerator_labels() and acc != "tpu-v5-lite-device":
+            yield (
+                f"{res.label}: {sel}[{ACCELERATOR_LABEL!r}] is {show(acc)}, not a GKE TPU accelerator; "
+                f"use one of {', '.join(accelerator_labels())}"
+            )
+            continue
+        if topo is None:
+            why = (
+                f" (the pod annotation {SLICE_TOPOLOGY_ANNOTATION} alone is GKE dynamic slicing, which the "
+                "TPU webhook of the Ray operator add-on does not accept)"
+                if SLICE_TOPOLOGY_ANNOTATION in g.annotations
+                else ""
+            )
+            yield (
+                f"{res.label}: {sel} has no {TOPOLOGY_LABEL!r}; the KubeRay TPU webhook rejects a TPU worker group "
+                f"without it{why}: add the slice topology, e.g. {TOPOLOGY_LABEL}: 4x4"
+            )
+            continue
+        if acc is None:
+            continue
+        if not isinstance(topo, str) or not shapes_of_generation_topology(acc, topo):
+            gen = generation_of_accelerator(acc)
+            valid = gen.topologies if gen else ()
+            yield (
+                f"{res.label}: {sel}[{TOPOLOGY_LABEL!r}] is {show(topo)}, which is not a topology of {acc}; "
+                f"use one of {', '.join(valid)}"
+            )
+            continue
+        sub = g.annotations.get(SLICE_TOPOLOGY_ANNOTATION)
+        if isinstance(sub, str) and not shapes_of_generation_topology(acc, sub):
+            yield (
+                f"{res.label}: {g.where}.template.metadata.annotations[{SLICE_TOPOLOGY_ANNOTATION!r}] is {show(sub)}, "
+                f"which is not a topology of {acc}: use a valid subslice topology"
+            )
+
+
+def _tpu_quantities(g: Group) -> Iterator[tuple[str, Any, Any]]:
+    for i, c in g.tpu_containers():
+        res = as_dict(c.get("resources"))
+        yield (
+            f"{g.where}.template.spec.containers[{i}].resources",
+            as_dict(res.get("requests")).get(TPU_RESOURCE),
+            as_dict(res.get("limits")).get(TPU_RESOURCE),
+        )
+
+
+def _chips_per_host(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    for g in tpu_groups(res.props):
+        quantities = list(_tpu_quantities(g))
+        if not quantities:
+            yield (
+                f"{res.label}: {g.where} selects TPU nodes but no container requests {TPU_RESOURCE!r}; "
+                "set resources.requests and resources.limits of the Ray container to the chips per host"
+            )
+            continue
+        broken = False
+        for where, request, limit in quantities:
+            if as_int(request) is None or as_int(limit) is None or as_int(request) != as_int(limit):
+                broken = True
+                yield (
+                    f"{res.label}: {where} has {TPU_RESOURCE} requests {show(request)} and limits {show(limit)}; "
+                    "set both, to the same whole number of chips per host"
+                )
+        if broken or g.accelerator is None or g.topology is None:
+            continue
+        forms = shapes_of_generation_topology(g.accelerator, g.topology)
+        chips = g.chips_per_pod()
+        if forms and chips not in {s.chips_per_host for s in forms}:
+            valid = " or ".join(f"{s.chips_per_host} ({s.machine_type})" for s in forms)
+            yield (
+                f"{res.label}: {g.where} asks {TPU_RESOURCE}: {chips} per pod, but a {forms[0].generation} "
+                f"{g.topology} slice has {valid} chips per host: set requests and limits to that"
+            )
+
+
+def _num_of_hosts(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    for g in tpu_groups(res.props):
+        forms = shapes_of_generation_topology(g.accelerator or "", g.topology or "")
+        chips = g.chips_per_pod()
+        shape = next((s for s in forms if s.chips_per_host == chips), None)
+        if shape is None:
+            continue  # tpu-node-selectors or tpu-chips-per-host says why
+        raw = g.spec.get("numOfHosts", 1)  # KubeRay's default
+        hosts = as_int(raw)
+        if hosts != shape.hosts:
+            yield (
+                f"{res.label}: {g.where}.numOfHosts is {show(raw) if 'numOfHosts' in g.spec else 'unset (1)'}; "
+                f"a {shape.generation} {shape.topology} slice with {shape.chips_per_host} chips per pod is "
+                f"{shape.hosts} hosts ({shape.machine_type}): set numOfHosts: {shape.hosts}"
+            )
+
+
+MARKET_TYPE = "ray.io/market-type"
+# Ray derives these per host from the TPU webhook's environment; a static group label would
+# give every host of every slice the same value and defeat slice-aware placement.
+RAY_OWNED_TPU_LABELS = ("ray.io/tpu-slice-name", "ray.io/tpu-worker-id", "ray.io/tpu-pod-type")
+
+
+def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    required = [str(k) for k in config.get("requiredLabels", [MARKET_TYPE])]
+    for g in tpu_groups(res.props):
+        labels = g.labels
+        where = f"{g.where}.labels"
+        for key in required:
+            if key not in labels:
+                hint = " (on-demand or spot, from the capacity tier the group runs on)" if key == MARKET_TYPE else ""
+                yield (
+                    f"{res.label}: {where} has no {key!r}; slice-aware scheduling selects TPU hosts by Ray node "
+                    f"labels: add {key}{hint}"
+                )
+        market = labels.get(MARKET_TYPE)
+        if MARKET_TYPE in labels and market not in ("on-demand", "spot"):
+            yield f"{res.label}: {where}[{MARKET_TYPE!r}] is {show(market)}; Ray knows on-demand and spot: use one of them"
+        spot = str(g.node_selector.get(SPOT_LABEL, "")).lower() == "true"
+        if spot and market == "on-demand":
+            yield (
+                f"{res.label}: {where}[{MARKET_TYPE!r}] is 'on-demand' but the nodeSelector asks "
+                f"{SPOT_LABEL}: 'true': set {MARKET_TYPE}: spot"
+            )
+        for key in RAY_OWNED_TPU_LABELS:
+            if key in labels:
+                yield (
+                    f"{res.label}: {where}[{key!r}] is {show(labels[key])}; Ray sets {key} per host from the TPU "
+                    f"environment and a group-wide value makes all slices look like one: remove it"
+                )
+        topo = labels.get("ray.io/tpu-topology")
+        if topo is not None and g.topology is not None and topo != g.topology:
+            yield (
+                f"{res.label}: {where}['ray.io/tpu-topology'] is {show(topo)} but the group runs {g.topology} "
+                f"slices: remove the label (Ray sets it) or set it to {g.topology}"
+            )
+
+
+RULES = (
+    Rule(
+        "tpu-node-selectors",
+        "TPU worker groups select a known gke-tpu-accelerator and a topology valid for it.",
+        MANDATORY,
+        RAY_TYPES,
+        _node_selectors,
+        topology=True,
+        kubernetes=True,
+    ),
+    Rule(
+        "tpu-chips-per-host",
+        "TPU worker pods request google.com/tpu equal to their limit and to the slice's chips per host.",
+        MANDATORY,
+        RAY_TYPES,
+        _chips_per_host,
+        topology=True,
+        kubernetes=True,
+    ),
+    Rule(
+        "tpu-num-of-hosts",
+        "TPU worker groups set numOfHosts to the hosts of one slice of their topology.",
+        MANDATORY,
+        RAY_TYPES,
+        _num_of_hosts,
+        topology=True,
+        kubernetes=True,
+    ),
+    Rule(
+        "tpu-worker-ray-labels",
+        "TPU worker groups carry the Ray node labels slice-aware scheduling needs, and none Ray owns.",
+        MANDATORY,
+        RAY_TYPES,
+        _ray_labels,
+        kubernetes=True,
+        config={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": [MARKET_TYPE]}},
+    ),
+)

@@ -1,0 +1,303 @@
+"""Images, Ray versions, Serve topology and deadlines of KubeRay workloads."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from tpuray import catalog
+from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.kube import (
+    RAY_TYPES,
+    as_dict,
+    as_int,
+    as_list,
+    cluster_spec,
+    groups,
+    show,
+    tpu_groups,
+)
+
+# rayproject/ray:2.60.0-py312-tpu, docker.io/rayproject/ray:nightly-tpu ...
+_RAY_IMAGE = re.compile(r"^(?:docker\.io/)?rayproject/ray(?:-ml)?:(?P<tag>[^@\s]+)$")
+_RAY_VERSION = re.compile(r"^(?P<version>\d+\.\d+\.\d+)(?:-|$)")
+
+
+def _allowed(image: str, config: dict[str, Any]) -> bool:
+    return any(fnmatch.fnmatchcase(image, str(p)) for p in config.get("allowedTpuImages", []))
+
+
+def _tpu_image(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    for g in tpu_groups(res.props):
+        for i, c in g.tpu_containers():
+            image = c.get("image")
+            match = _RAY_IMAGE.match(image) if isinstance(image, str) else None
+            if (match and match.group("tag").endswith("-tpu")) or (isinstance(image, str) and _allowed(image, config)):
+                continue
+            yield (
+                f"{res.label}: {g.where}.template.spec.containers[{i}].image is {show(image)}; TPU hosts need "
+                "an image with jax[tpu] and libtpu: use rayproject/ray:<ray version>-py3XX-tpu, or add the "
+                "image to the allowedTpuImages list of this policy's config"
+            )
+
+
+def pinned_ray_version(config: dict[str, Any]) -> str:
+    """The Ray version the stack pins: policy config, then stack config (under the CLI), then the project default."""
+    if isinstance(config.get("rayVersion"), str):
+        return config["rayVersion"]
+    try:
+        import pulumi
+
+        raw = pulumi.Config("tpuray").get("ray")
+        if raw:
+            version = json.loads(raw).get("version")
+            if isinstance(version, str):
+                return version
+    except Exception:  # noqa: BLE001 - no engine, no stack config: fall through to the default
+        pass
+    from tpuray.config import RayConfig
+
+    return RayConfig().version
+
+
+def ray_version_of(image: Any) -> str | None:
+    match = _RAY_IMAGE.match(image) if isinstance(image, str) else None
+    version = _RAY_VERSION.match(match.group("tag")) if match else None
+    return version.group("version") if version else None
+
+
+def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    cluster = cluster_spec(res.props)
+    if cluster is None:
+        return
+    pin = pinned_ray_version(config)
+    declared = cluster.spec.get("rayVersion")
+    if declared is not None and str(declared) != pin:
+        yield f"{res.label}: {cluster.path}.rayVersion is {show(declared)}; the stack pins Ray {pin}: set rayVersion: {show(pin)}"
+    images: dict[str, str] = {}
+    for g in groups(cluster):
+        containers = g.containers
+        if not containers:
+            continue
+        # KubeRay runs Ray in the first container of each group.
+        image = containers[0].get("image")
+        where = f"{g.where}.template.spec.containers[0].image"
+        images[where] = image if isinstance(image, str) else show(image)
+        version = ray_version_of(image)
+        if version is None:
+            if isinstance(image, str) and _allowed(image, config):
+                continue
+            yield (
+                f"{res.label}: {where} is {show(image)}, which names no Ray version; the stack pins Ray {pin}: "
+                f"use rayproject/ray:{pin}-py3XX(-tpu)"
+            )
+        elif version != pin:
+            yield f"{res.label}: {where} is {show(image)} (Ray {version}); the stack pins Ray {pin}: use rayproject/ray:{pin}-..."
+    head = next((w for w in images if ".headGroupSpec." in w), None)
+    if head is None:
+        return
+    head_image, head_version = images[head], ray_version_of(images[head])
+    for where, image in images.items():
+        version = ray_version_of(image)
+        if where == head or (version, image) == (head_version, head_image):
+            continue
+        if version is not None and head_version is not None and version == head_version:
+            continue
+        if version is None and head_version is None and image == head_image:
+            continue
+        yield (
+            f"{res.label}: {where} is {show(image)} but the head runs {show(head_image)}; head and workers must "
+            f"run the same Ray version: use rayproject/ray:{pin}-... for both"
+        )
+
+
+# ---------------------------------------------------------------------------- Serve
+
+TOPOLOGY_LABEL_KEY = "ray.io/tpu-topology"
+
+
+def _declared_topologies(app: dict[str, Any]) -> list[str]:
+    """Where a Serve application can carry its TPU topology."""
+    found: list[str] = []
+    args = as_dict(app.get("args"))
+    if isinstance(args.get("topology"), str):
+        found.append(args["topology"])
+    for llm in as_list(args.get("llm_configs")):
+        topo = as_dict(as_dict(llm).get("accelerator_config")).get("topology")
+        if isinstance(topo, str):
+            found.append(topo)
+    for dep in as_list(app.get("deployments")):
+        dep = as_dict(dep)
+        topo = as_dict(as_dict(dep.get("ray_actor_options")).get("label_selector")).get(TOPOLOGY_LABEL_KEY)
+        if isinstance(topo, str):
+            found.append(topo)
+        for selector in as_list(dep.get("placement_group_bundle_label_selector")):
+            topo = as_dict(selector).get(TOPOLOGY_LABEL_KEY)
+            if isinstance(topo, str):
+                found.append(topo)
+    return found
+
+
+def _accelerator_types(app: dict[str, Any]) -> list[str]:
+    args = as_dict(app.get("args"))
+    found = [args["accelerator_type"]] if isinstance(args.get("accelerator_type"), str) else []
+    found += [as_dict(c)["accelerator_type"] for c in as_list(args.get("llm_configs"))
+              if isinstance(as_dict(c).get("accelerator_type"), str)]  # fmt: skip
+    return found
+
+
+def _cpu_only(app: dict[str, Any]) -> bool:
+    """An application that says where it runs and never mentions TPUs."""
+    deployments = [as_dict(d) for d in as_list(app.get("deployments"))]
+    if not deployments or any(t.startswith("TPU") for t in _accelerator_types(app)):
+        return False
+    for dep in deployments:
+        options = as_dict(dep.get("ray_actor_options"))
+        if not options or "TPU" in as_dict(options.get("resources")):
+            return False
+        if any("TPU" in as_dict(b) for b in as_list(dep.get("placement_group_bundles"))):
+            return False
+    return True
+
+
+def _serve_topology(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    if res.props.get("kind") != "RayService":
+        return
+    tpu = tpu_groups(res.props)
+    if not tpu:
+        return
+    shapes = {g.topology: g.shape() for g in tpu if g.topology}
+    multi_host = any(s is not None and s.multi_host for s in shapes.values()) or len(shapes) > 1
+    field = "spec.serveConfigV2"
+    raw = as_dict(res.props.get("spec")).get("serveConfigV2")
+    if not isinstance(raw, str):
+        if multi_host:
+            yield (
+                f"{res.label}: {field} is {show(raw)}; a RayService on multi-host TPU slices must say which slice "
+                "topology each application needs: add serveConfigV2 with the topology per application"
+            )
+        return
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        yield f"{res.label}: {field} is not valid YAML ({str(err).splitlines()[0]}): fix the Serve config"
+        return
+    offered = ", ".join(sorted(shapes))
+    gens = {s.generation for s in shapes.values() if s is not None}
+    for i, app in enumerate(as_list(as_dict(doc).get("applications"))):
+        app = as_dict(app)
+        name = app.get("name", i)
+        where = f"{field} applications[{i}] ({name!r})"
+        declared = _declared_topologies(app)
+        for topo in declared:
+            if topo not in shapes:
+                yield (
+                    f"{res.label}: {where} asks TPU topology {show(topo)} but the cluster's TPU groups run {offered}; "
+                    "no host will ever match and the deployment stays DEPLOYING: use one of those"
+                )
+        for accel in _accelerator_types(app):
+            try:
+                gen = catalog.by_ray_accelerator_type(accel)
+            except catalog.CatalogError as err:
+                yield f"{res.label}: {where} accelerator_type is {show(accel)}: {err}"
+                continue
+            if gens and gen.name not in gens:
+                wanted = ", ".join(catalog.GENERATIONS[g].ray_accelerator_type for g in sorted(gens))
+                yield f"{res.label}: {where} accelerator_type is {show(accel)} but the cluster runs {wanted}: use {wanted}"
+        if not declared and multi_host and not _cpu_only(app):
+            example = next(iter(sorted(shapes)))
+            yield (
+                f"{res.label}: {where} carries no TPU topology while the cluster runs multi-host slices ({offered}); "
+                "its replicas never gang onto one slice and stay DEPLOYING: set Ray Serve LLM "
+                f"accelerator_config {{kind: tpu, topology: {example}}} (or args accelerator_type + topology), or a "
+                f"placement_group_bundle_label_selector with {TOPOLOGY_LABEL_KEY}: {example}"
+            )
+
+
+# ---------------------------------------------------------------------------- deadlines
+
+
+def _job_deadlines(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    if res.props.get("kind") != "RayJob" or not tpu_groups(res.props):
+        return
+    spec = as_dict(res.props.get("spec"))
+    deadline = spec.get("activeDeadlineSeconds")
+    if as_int(deadline) is None or as_int(deadline) <= 0:
+        yield (
+            f"{res.label}: spec.activeDeadlineSeconds is {show(deadline)}; a TPU job without a deadline can hold "
+            "whole slices forever: set it, e.g. activeDeadlineSeconds: 14400"
+        )
+    backoff = spec.get("backoffLimit")
+    if as_int(backoff) is None or as_int(backoff) < 0:
+        yield (
+            f"{res.label}: spec.backoffLimit is {show(backoff)}; say how often a failed TPU job is retried: "
+            "set it, e.g. backoffLimit: 2"
+        )
+
+
+def _service_thresholds(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    if res.props.get("kind") != "RayService" or not tpu_groups(res.props):
+        return
+    spec = as_dict(res.props.get("spec"))
+    for key, example in (("serviceUnhealthySecondThreshold", 900), ("deploymentUnhealthySecondThreshold", 600)):
+        value = spec.get(key)
+        if as_int(value) is None or as_int(value) <= 0:
+            yield (
+                f"{res.label}: spec.{key} is {show(value)}; TPU slices take minutes to come up and this decides "
+                f"when KubeRay gives up on an unhealthy one: set it, e.g. {key}: {example}"
+            )
+
+
+RULES = (
+    Rule(
+        "tpu-image",
+        "TPU worker containers run a rayproject/ray -tpu image (or one on the allowedTpuImages list).",
+        MANDATORY,
+        RAY_TYPES,
+        _tpu_image,
+        kubernetes=True,
+        config={"allowedTpuImages": {"type": "array", "items": {"type": "string"}, "default": []}},
+    ),
+    Rule(
+        "ray-version-pinned",
+        "Ray images and rayVersion match the stack's pinned Ray version, head and workers alike.",
+        MANDATORY,
+        RAY_TYPES,
+        _ray_version,
+        kubernetes=True,
+        config={
+            "rayVersion": {"type": "string"},
+            "allowedTpuImages": {"type": "array", "items": {"type": "string"}, "default": []},
+        },
+    ),
+    Rule(
+        "serve-tpu-topology",
+        "TPU applications of a RayService on multi-host slices carry a topology the cluster provides.",
+        MANDATORY,
+        RAY_TYPES,
+        _serve_topology,
+        topology=True,
+        kubernetes=True,
+    ),
+    Rule(
+        "rayjob-deadlines",
+        "TPU RayJobs set activeDeadlineSeconds and backoffLimit.",
+        MANDATORY,
+        RAY_TYPES,
+        _job_deadlines,
+        kubernetes=True,
+    ),
+    Rule(
+        "rayservice-unhealthy-thresholds",
+        "TPU RayServices set serviceUnhealthySecondThreshold and deploymentUnhealthySecondThreshold.",
+        MANDATORY,
+        RAY_TYPES,
+        _service_thresholds,
+        kubernetes=True,
+    ),
+)
