@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tpuray import catalog
 
 NAMESPACE = "tpuray"
-CONFIG_KEYS = ("environment", "gcp", "cluster", "slicePools", "ray", "workloads")
+CONFIG_KEYS = ("environment", "gcp", "cluster", "slicePools", "ray", "workloads", "prices", "terraform")
+# Capacity tiers as the price file and tpuray:prices name them (TierKind values).
+PRICE_TIERS = ("on-demand", "spot", "reservation", "flex-start")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -192,6 +194,34 @@ class WorkloadsConfig(_Model):
     interactive: InteractiveCluster | None = None
 
 
+class TerraformOutputs(_Model):
+    """Which Terraform root outputs stand in for which stack values."""
+
+    network: str | None = None
+    subnetwork: str | None = None
+    # reservation name as written in slicePools[].capacity -> output holding the real name
+    reservations: dict[str, str] = Field(default_factory=dict)
+
+
+class TerraformConfig(_Model):
+    """Read the VPC and TPU reservations from a Terraform state instead of naming them here."""
+
+    backend: Literal["gcs", "local"]
+    bucket: str | None = None  # gcs: the state bucket
+    prefix: str = ""  # gcs: the backend's prefix; the object is <prefix>/<workspace>.tfstate
+    workspace: str = "default"
+    path: str | None = None  # local: a terraform.tfstate, relative to the repository root
+    outputs: TerraformOutputs
+
+    @property
+    def location(self) -> str:
+        """Where the state is, as a reader would look for it (used in error messages)."""
+        if self.backend == "gcs":
+            prefix = self.prefix.strip("/")
+            return f"gs://{self.bucket}/{prefix + '/' if prefix else ''}{self.workspace}.tfstate"
+        return str(self.path)
+
+
 class StackConfig(_Model):
     stack: str
     environment: Literal["dev", "staging", "prod"]
@@ -200,6 +230,9 @@ class StackConfig(_Model):
     slice_pools: list[SlicePoolConfig] = Field(alias="slicePools")
     ray: RayConfig = Field(default_factory=RayConfig)
     workloads: WorkloadsConfig = Field(default_factory=WorkloadsConfig)
+    # USD per chip-hour by generation and tier, overriding tpuray/data/prices.yaml.
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    terraform: TerraformConfig | None = None
 
     def pool(self, name: str) -> SlicePoolConfig:
         return next(p for p in self.slice_pools if p.name == name)
@@ -330,6 +363,49 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     serve = cfg.workloads.serve
     if serve is not None and serve.backend == "checkpoint" and not serve.checkpoint_uri:
         lines.append(f"{NAMESPACE}:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run")
+    lines += _price_lines(cfg)
+    lines += _terraform_lines(cfg)
+    return lines
+
+
+def _price_lines(cfg: StackConfig) -> list[str]:
+    lines = []
+    for gen, tiers in cfg.prices.items():
+        key = f"{NAMESPACE}:prices.{gen}"
+        if gen not in catalog.GENERATIONS:
+            lines.append(f"{key}: {_show(gen)} is not a TPU generation; valid: {', '.join(catalog.GENERATIONS)}")
+            continue
+        for tier, price in tiers.items():
+            if tier not in PRICE_TIERS:
+                lines.append(f"{key}.{tier}: unknown capacity tier; valid: {', '.join(PRICE_TIERS)}")
+            elif price < 0:
+                lines.append(f"{key}.{tier}: {price} is invalid; a price per chip-hour is >= 0 (USD)")
+    return lines
+
+
+def _terraform_lines(cfg: StackConfig) -> list[str]:
+    tf = cfg.terraform
+    if tf is None:
+        return []
+    key = f"{NAMESPACE}:terraform"
+    lines = []
+    if tf.backend == "gcs" and not tf.bucket:
+        lines.append(f"{key}.bucket: missing; the gcs backend needs the state bucket (and usually a prefix)")
+    if tf.backend == "local" and not tf.path:
+        lines.append(f"{key}.path: missing; the local backend needs the path of a terraform.tfstate")
+    outputs = tf.outputs
+    if not (outputs.network or outputs.subnetwork or outputs.reservations):
+        lines.append(f"{key}.outputs: names no output; map at least one of network, subnetwork, reservations")
+    used = {
+        tier.reservation.name
+        for pool in cfg.slice_pools
+        for tier in [*pool.capacity, *(t for fb in pool.fallback for t in fb.capacity)]
+        if tier.reservation is not None
+    }
+    for name in outputs.reservations:
+        if name not in used:
+            valid = ", ".join(sorted(used)) or "none: no capacity tier names a reservation"
+            lines.append(f"{key}.outputs.reservations.{name}: no capacity tier uses reservation {name!r}; valid: {valid}")
     return lines
 
 

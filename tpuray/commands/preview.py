@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpuray.cli import UserError
+from tpuray.cost import cost_table, stack_cost
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,
@@ -31,12 +32,13 @@ from tpuray.policies.core import Resource
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preview", help="offline preview: run the Pulumi program under mocks, no credentials")
     p.add_argument("stack", help="a stack name in stacks/ or a path to a Pulumi.<name>.yaml")
-    p.add_argument("--json", action="store_true", help="print {stack, resources, violations} as JSON")
+    p.add_argument("--json", action="store_true", help="print {stack, resources, cost, violations} as JSON")
     p.set_defaults(handler=run)
 
 
 def preview_document(run: StackRun, violations: list[Violation] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {"stack": run.stack, "resources": [r.as_json() for r in run.resources]}
+    doc["cost"] = stack_cost(run.config).as_json()
     if violations is not None:
         doc["violations"] = [v.as_json() for v in violations]
     return doc
@@ -141,5 +143,6 @@ def run(args: argparse.Namespace) -> int:
         return failed
     console = Console(soft_wrap=False, width=200)
     print_table(stack_run, console)
+    console.print(cost_table(stack_cost(stack_run.config)))
     print_violations(violations, console)
     return failed
