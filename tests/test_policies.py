@@ -152,7 +152,7 @@ def test_unknown_values_during_preview_do_not_count_as_the_default_service_accou
 
 
 KNOWN_STACK_GAPS = (
-    "infra renders no ray.io/market-type on the train worker group (tpu-worker-ray-labels) and no "
+    "infra renders TPU worker groups without ray.io/market-type (tpu-worker-ray-labels) and no "
     "ComputeClass nodePoolConfig.serviceAccount (compute-class-node-service-account); see the issue #4 report"
 )
 

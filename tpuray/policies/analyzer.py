@@ -161,14 +161,18 @@ def _apply(levels: dict[str, str], props: dict[str, dict[str, Any]], config: dic
         if name == "all":
             continue
         if name not in levels:
-            raise PolicyConfigError(f"{source}: {name!r} is not a policy of this pack; valid: {', '.join(sorted(levels))}")
+            raise PolicyConfigError(
+                f"{source}: {name!r} is not a policy of this pack; valid: {', '.join(sorted(levels))}"
+            )
         value = {"enforcementLevel": value} if isinstance(value, str) else value
         if not isinstance(value, dict):
             raise PolicyConfigError(f"{source}: {name} must be an enforcement level or an object")
         for key, item in value.items():
             if key == "enforcementLevel":
                 if item not in LEVELS:
-                    raise PolicyConfigError(f"{source}: {name}.enforcementLevel is {item!r}; valid: {', '.join(LEVELS)}")
+                    raise PolicyConfigError(
+                        f"{source}: {name}.enforcementLevel is {item!r}; valid: {', '.join(LEVELS)}"
+                    )
                 levels[name] = item
             else:
                 props[name][key] = item

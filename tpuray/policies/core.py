@@ -127,15 +127,11 @@ class Rule:
             stack_check = self.stack_check
 
             def validate_stack(args: StackValidationArgs, report: ReportViolation) -> None:
-                resources = [
-                    Resource(r.resource_type, r.name, plain(r.props), r.urn) for r in args.resources
-                ]
+                resources = [Resource(r.resource_type, r.name, plain(r.props), r.urn) for r in args.resources]
                 for finding in stack_check(resources, dict(args.get_config() or {})):
                     report(finding.message, finding.urn)
 
-            return StackValidationPolicy(
-                self.name, self.description, validate_stack, self.level, config_schema=schema
-            )
+            return StackValidationPolicy(self.name, self.description, validate_stack, self.level, config_schema=schema)
 
         assert self.resource_check is not None, self.name
         resource_check, types = self.resource_check, self.types

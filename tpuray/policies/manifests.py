@@ -143,7 +143,9 @@ def load(paths: list[str]) -> list[Target]:
         for index, obj in _objects(path):
             where = f"{path}: document {index}"
             if not isinstance(obj, dict):
-                raise ManifestError(f"{where} is a {type(obj).__name__}, not a Kubernetes object (apiVersion, kind, metadata)")
+                raise ManifestError(
+                    f"{where} is a {type(obj).__name__}, not a Kubernetes object (apiVersion, kind, metadata)"
+                )
             api, kind = obj.get("apiVersion"), obj.get("kind")
             name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
             if not isinstance(api, str) or not api or not isinstance(kind, str) or not kind:

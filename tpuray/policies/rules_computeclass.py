@@ -137,7 +137,11 @@ def _rule(name: str, description: str, check: Any, topology: bool = False) -> Ru
 
 
 RULES = (
-    _rule("compute-class-flex-start-not-spot", "ComputeClass priorities never combine flexStart with spot.", _flex_not_spot),
+    _rule(
+        "compute-class-flex-start-not-spot",
+        "ComputeClass priorities never combine flexStart with spot.",
+        _flex_not_spot,
+    ),
     _rule(
         "compute-class-capacity-check-wait",
         "ComputeClass capacityCheckWaitTimeSeconds appears only on flexStart or tpu priorities.",

@@ -54,7 +54,9 @@ def _service_exposure(label: str, where: str, service: dict[str, Any], ports_kno
     exposed = []
     for p in as_list(as_dict(service.get("spec")).get("ports")):
         p = as_dict(p)
-        exposed += [x for x in (_ray_port(p.get("port")), _ray_port(p.get("targetPort")), _ray_port(p.get("name"))) if x]
+        exposed += [
+            x for x in (_ray_port(p.get("port")), _ray_port(p.get("targetPort")), _ray_port(p.get("name"))) if x
+        ]
     if exposed or not ports_known:
         what = ", ".join(dict.fromkeys(exposed)) if exposed else "the Ray head ports (8265, 10001, 6379, 8000)"
         yield (
@@ -247,7 +249,13 @@ RULES = (
         kubernetes=True,
     ),
     Rule("gke-private-nodes", "GKE nodes have private IPs only.", MANDATORY, (CLUSTER_TYPE,), _private_nodes),
-    Rule("gke-workload-identity", "GKE clusters enable Workload Identity.", MANDATORY, (CLUSTER_TYPE,), _workload_identity),
+    Rule(
+        "gke-workload-identity",
+        "GKE clusters enable Workload Identity.",
+        MANDATORY,
+        (CLUSTER_TYPE,),
+        _workload_identity,
+    ),
     Rule("gke-shielded-nodes", "GKE clusters keep shielded nodes on.", MANDATORY, (CLUSTER_TYPE,), _shielded_nodes),
     Rule("gke-no-legacy-abac", "GKE clusters keep legacy ABAC off.", MANDATORY, (CLUSTER_TYPE,), _no_legacy_abac),
     Rule(

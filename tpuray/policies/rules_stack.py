@@ -129,7 +129,9 @@ def _node_pool_slice_shape(resources: list[Resource], config: dict[str, Any]) ->
         if ps is None:
             continue
         if ps.shape is None:
-            yield Finding(f"{pool.label}: {ps.problem}: use a topology and machine type from `tpuray topology`", pool.urn)
+            yield Finding(
+                f"{pool.label}: {ps.problem}: use a topology and machine type from `tpuray topology`", pool.urn
+            )
             continue
         shape = ps.shape
         if not shape.multi_host:
