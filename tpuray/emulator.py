@@ -187,14 +187,18 @@ def plan_slices(stack: StackConfig, max_hosts: int | None = None) -> Plan:
         full = pool.shape
         if (shape, n) != (full, pool.slices):
             notes.append(
-                f"{pool.name}: {pool.slices} x {full.generation} {full.topology} ({pool.slices * full.hosts} hosts) "
-                f"emulated as {n} x {shape.topology} ({n * shape.hosts} hosts of {shape.chips_per_host} chips) "
+                f"{pool.name}: {pool.slices} x {full.generation} {full.topology} ({_hosts(pool.slices * full.hosts)}) "
+                f"emulated as {n} x {shape.topology} ({_hosts(n * shape.hosts)} of {shape.chips_per_host} chips) "
                 f"to fit --max-hosts {limit}"
             )
         reduced = full.topology if shape.topology != full.topology or shape.hosts != full.hosts else None
         market = pool.capacity[0].market_type
         slices += [SliceSpec.from_shape(f"{pool.name}-{i}", pool.name, shape, market, reduced) for i in range(n)]
     return Plan(tuple(slices), limit, tuple(notes))
+
+
+def _hosts(n: int) -> str:
+    return f"{n} host" + ("" if n == 1 else "s")
 
 
 def plan_for(slices: Sequence[SliceSpec]) -> Plan:
@@ -334,6 +338,22 @@ def _environ(updates: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _loopback_only() -> None:
+    """Keep this process's Ray on 127.0.0.1.
+
+    On Linux Ray rewrites 127.0.0.1 in a bootstrap address to the machine's network
+    address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, and it reads that variable once
+    at import: set both the variable (for processes started later) and the value Ray
+    already read (if ray was imported before)."""
+    os.environ[_CLUSTER_ENV] = "0"
+    mod = sys.modules.get("ray._private.ray_constants")
+    if mod is not None:
+        mod.ENABLE_RAY_CLUSTER = False
+
+
+_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -431,11 +451,12 @@ class EmulatedCluster:
 
     def _start_nodes(self, plan: Plan, *, detach: bool, host_cpus: int, dashboard: bool,
                      progress: ProgressFn | None) -> None:
+        _loopback_only()
         from ray.cluster_utils import Cluster
 
         state = self.state
         total = plan.hosts + 1
-        base = {**BASE_ENV, "RAY_TMPDIR": state.ray_dir}
+        base = {**BASE_ENV, "RAY_TMPDIR": state.state_dir}  # Ray appends /ray itself
         common = {"node_ip_address": "127.0.0.1", "temp_dir": state.ray_dir, "min_worker_port": 0,
                   "max_worker_port": 0, "dashboard_agent_listen_port": None}
         with _environ(base):
@@ -445,8 +466,8 @@ class EmulatedCluster:
             cluster = Cluster(initialize_head=False, shutdown_at_exit=not detach)
             self._cluster = cluster
             head = cluster.add_node(
-                num_cpus=host_cpus, port=_free_port(), include_dashboard=dashboard,
-                dashboard_port=_free_port() if dashboard else None, dashboard_host="127.0.0.1",
+                num_cpus=host_cpus, gcs_server_port=_free_port(), include_dashboard=dashboard,
+                dashboard_port=_free_port(), dashboard_host="127.0.0.1",
                 object_store_memory=HEAD_OBJECT_STORE_BYTES, labels={LABEL_ROLE: "head"}, **common,
             )
             state.address = head.address
@@ -523,6 +544,7 @@ class EmulatedCluster:
         import ray
 
         os.environ["RAY_AUTH_MODE"] = BASE_ENV["RAY_AUTH_MODE"]
+        _loopback_only()
         kwargs.setdefault("logging_level", "ERROR")
         kwargs.setdefault("log_to_driver", False)
         return ray.init(address=self.address, **kwargs)
