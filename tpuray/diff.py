@@ -29,6 +29,9 @@ from tpuray.config import ConfigError, parse_stack_config, read_stack_file
 EXIT_MANDATORY = 1
 EXIT_BAD_REF = 2
 PREVIEW_TIMEOUT_S = 300
+# The tree's CLI, imported as tpuray.cli: under `python -m tpuray.cli` the module would be
+# __main__, and its `except UserError` would not catch tpuray.cli.UserError raised by a command.
+CLI = "import sys; from tpuray.cli import main; sys.exit(main())"
 
 # Input paths whose change makes the provider replace the resource instead of updating it
 # (ForceNew in the Google provider, immutable Kubernetes identity). A reviewer's heuristic:
@@ -145,7 +148,7 @@ def preview_side(tree: Path, stack: str) -> Side:
     env.setdefault(ENV_VAR, str(REPO_ROOT.parent / "shared"))
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "tpuray.cli", "preview", stack, "--json"],
+            [sys.executable, "-c", CLI, "preview", stack, "--json"],
             cwd=tree, env=env, capture_output=True, text=True, timeout=PREVIEW_TIMEOUT_S,
         )  # fmt: skip
     except subprocess.TimeoutExpired:

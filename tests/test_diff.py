@@ -1,0 +1,134 @@
+"""`tpuray diff`: each case is a throwaway git repository (a copy of this project) whose
+working tree changes one stack against the committed base, so no test depends on this
+repository's own history."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tpuray.diff import CLI, DiffError, Report, StackDiff, field_changes, resolve_ref, run_diff
+
+IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".ruff_cache", "out", "*.egg-info", "build")
+NODE_POOL = "gcp:container/nodePool:NodePool"
+COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.com")  # fmt: skip
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("diffrepo") / "tpuray"
+    shutil.copytree(REPO, repo, ignore=IGNORE)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "tag", "base")
+    return repo
+
+
+def _change_stack(repo: Path, stack: str, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Reset the tree to the base commit, edit one stack file and commit it as the head."""
+    _git(repo, "checkout", "-q", "-f", "main")
+    _git(repo, "reset", "-q", "--hard", "base")
+    path = repo / "stacks" / f"Pulumi.{stack}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    edit(doc["config"])
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    _git(repo, "commit", "-q", "-am", f"change {stack}")
+
+
+def _pool(config: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in config["tpuray:slicePools"] if p["name"] == name)
+
+
+def _only(report: Report) -> StackDiff:
+    (stack,) = report.stacks
+    assert stack.base.error is None and stack.head.error is None, (stack.base.error, stack.head.error)
+    return stack
+
+
+def _change(stack: StackDiff, type_: str, name: str) -> Any:
+    return next(r for r in stack.resources if (r.type, r.name) == (type_, name))
+
+
+def test_topology_change_replaces_the_slice_node_pool(project: Path) -> None:
+    _change_stack(project, "dev", lambda c: _pool(c, "v6e-dev").update(topology="4x8"))
+    stack = _only(run_diff(project, "base", ["dev"]))
+    pool = _change(stack, NODE_POOL, "v6e-dev-0")
+    fields = {f.path: (f.old, f.new) for f in pool.fields}
+    assert pool.action == "replace"
+    assert fields["placementPolicy.tpuTopology"] == ("4x4", "4x8")
+    assert fields["initialNodeCount"] == (4, 8)  # hosts of the slice, from the catalog
+
+
+def test_capacity_chain_change_updates_the_compute_class_and_the_cost(project: Path) -> None:
+    _change_stack(project, "dev", lambda c: _pool(c, "v6e-serve-dev").update(capacity=[{"onDemand": True}]))
+    stack = _only(run_diff(project, "base", ["dev"]))
+    cc = _change(stack, COMPUTE_CLASS, "v6e-serve-dev-computeclass")
+    assert cc.action == "update"
+    assert any(f.path.startswith("spec.priorities[") for f in cc.fields)
+    assert _change(stack, NODE_POOL, "v6e-serve-dev-0").action == "replace"  # spot -> on-demand VMs
+    base, head = stack.cost.total("base", "max"), stack.cost.total("head", "max")
+    # v6e 2x2 = 4 chips now priced on-demand at $2.70 instead of an unknown spot price
+    assert head["knownPart"] - base["knownPart"] == pytest.approx(4 * 2.70)
+    assert "v6e-serve-dev v6e 2x2 spot" in base["unknownParts"]
+    assert "v6e-serve-dev v6e 2x2 spot" not in head["unknownParts"]
+
+
+def test_violation_introduced_is_listed_and_the_diff_exits_1(project: Path) -> None:
+    # Spot with nothing behind it: a spot preemption would leave serving without capacity.
+    _change_stack(project, "prod", lambda c: _pool(c, "v5e-serve").update(capacity=[{"spot": True}]))
+    env = dict(os.environ, PYTHONPATH=str(project))
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, "diff", "base", "--stack", "prod", "--markdown"],
+        cwd=project, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    introduced = [ln for ln in out.stdout.splitlines() if "introduced:" in ln]
+    assert any("[mandatory]" in ln and "v5e-serve" in ln for ln in introduced), out.stdout
+    assert out.stdout.startswith("<!-- tpuray-diff -->")
+
+
+def test_unknown_ref_exits_2_with_a_clear_message(project: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(project))
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, "diff", "no-such-branch"], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 2
+    assert "unknown git ref 'no-such-branch'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_ref_missing_from_a_shallow_clone_is_fetched_from_origin(project: Path, tmp_path: Path) -> None:
+    _git(project, "branch", "-f", "old-base", "base")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth=1", "--single-branch", "--branch", "main", f"file://{project}", str(clone)],
+                   check=True, capture_output=True)  # fmt: skip
+    with pytest.raises(DiffError):  # not in the clone yet...
+        resolve_ref(clone, "no-such-branch")
+    sha = resolve_ref(clone, "old-base")  # ...but this one is fetched
+    assert sha == _git(project, "rev-parse", "base").strip()
+
+
+def test_changed_fields_show_old_and_new_values_and_absent_keys() -> None:
+    changes = field_changes({"a": {"b": 1.0, "gone": True}, "l": [1, 2]}, {"a": {"b": 2}, "l": [1, 3], "new": "x"})
+    assert [c.text() for c in changes] == [
+        "a.b: 1 → 2",
+        "a.gone: true → (absent)",
+        "l[1]: 2 → 3",
+        "new: (absent) → \"x\"",
+    ]
