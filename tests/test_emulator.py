@@ -1,0 +1,138 @@
+"""The local TPU-slice emulator: planning (fast) and `tpuray local up/status/down` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tpuray import catalog, emulator
+from tpuray.config import load_stack
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------- plan
+
+
+def test_plan_full_size_follows_catalog() -> None:
+    stack = load_stack("dev")
+    plan = emulator.plan_slices(stack, max_hosts=100)
+    assert plan.notes == ()
+    expected = [(f"{p.name}-{i}", p.shape) for p in stack.slice_pools for i in range(p.slices)]
+    assert [s.name for s in plan.slices] == [name for name, _ in expected]
+    for spec, (_, shape) in zip(plan.slices, expected, strict=True):
+        assert (spec.hosts, spec.chips_per_host, spec.pod_type) == (shape.hosts, shape.chips_per_host, shape.pod_type)
+        assert spec.head_resource == shape.head_resource
+        assert spec.reduced_from is None
+    first = stack.slice_pools[0]
+    assert plan.slices[0].market_type == first.capacity[0].market_type
+
+
+def test_host_env_is_what_the_webhook_injects() -> None:
+    spec = emulator.SliceSpec.from_shape("v6e-dev-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
+    env = spec.host_env(2)
+    assert env["TPU_NAME"] == "v6e-dev-0"
+    assert env["TPU_WORKER_ID"] == "2"
+    assert env["TPU_ACCELERATOR_TYPE"] == "v6e-16"
+    assert env["TPU_TOPOLOGY"] == "4x4"
+    assert env["TPU_WORKER_HOSTNAMES"].split(",") == [f"v6e-dev-0-{w}" for w in range(4)]
+    assert env["RAY_NODE_MARKET_TYPE"] == "spot"
+    single = emulator.SliceSpec.from_shape("s-0", "s", catalog.lookup("v6e", "2x2"), "on-demand")
+    assert "TPU_WORKER_HOSTNAMES" not in single.host_env(0)
+
+
+def test_plan_reduces_slices_then_topology() -> None:
+    prod = load_stack("prod")
+    full = emulator.plan_slices(prod, max_hosts=100)
+    plan = emulator.plan_slices(prod, max_hosts=full.hosts - 1)
+    assert plan.hosts <= full.hosts - 1
+    assert plan.notes and all("to fit --max-hosts" in n for n in plan.notes)
+    # Fewer slices first: every pool keeps its full topology while slices can still go.
+    assert {s.topology for s in plan.slices} == {s.topology for s in full.slices}
+
+    tiny = emulator.plan_slices(load_stack("dev"), max_hosts=3)
+    assert tiny.hosts <= 3
+    reduced = [s for s in tiny.slices if s.reduced_from]
+    assert reduced
+    for spec in reduced:
+        # A smaller shape of the same generation, straight from the catalog.
+        shape = catalog.lookup(spec.generation, spec.topology, f"{catalog.generation(spec.generation).machine_prefix}-"
+                               f"{spec.chips_per_host}t")
+        assert shape.hosts == spec.hosts
+        assert catalog.lookup(spec.generation, spec.reduced_from).hosts > spec.hosts
+
+
+def test_plan_too_small_is_a_clear_error() -> None:
+    stack = load_stack("dev")
+    with pytest.raises(emulator.EmulatorError, match="too small"):
+        emulator.plan_slices(stack, max_hosts=len(stack.slice_pools) - 1)
+
+
+def test_default_max_hosts_is_positive() -> None:
+    assert emulator.default_max_hosts() >= 1
+
+
+# ---------------------------------------------------------------------------- CLI end to end
+
+
+def _tpuray(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    # The console script; `python -m tpuray.cli` would make UserError a different class.
+    cmd = [sys.executable, "-c", "import sys; from tpuray.cli import main; sys.exit(main())", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
+
+
+@pytest.fixture
+def local_env() -> Iterator[dict[str, str]]:
+    root = tempfile.mkdtemp(prefix="tpre-", dir="/tmp")
+    env = {**os.environ, emulator.LOCAL_DIR_ENV: root, "COLUMNS": "200"}
+    yield env
+    # Finalizer: whatever a failing test left running in this root is killed by PID.
+    for state in Path(root).glob(f"*/{emulator.STATE_FILE}"):
+        emulator.EmulatedCluster.attach(state.parent).stop()
+    assert not any(root in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+    subprocess.run(["rm", "-rf", root], check=False)
+
+
+@pytest.mark.slow
+def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> None:
+    up = _tpuray("local", "up", "dev", "--max-hosts", "3", env=local_env)
+    assert up.returncode == 0, up.stderr + up.stdout
+    assert "reduced:" in up.stdout and "ready" in up.stdout
+    state_dir = Path(local_env[emulator.LOCAL_DIR_ENV]) / "dev"
+    cluster = emulator.EmulatedCluster.attach(state_dir)
+    assert cluster.address.startswith("127.0.0.1:")
+    pids = cluster.pids()
+    assert pids and all(psutil.pid_exists(p) for p in pids)
+    assert not psutil.pid_exists(cluster.state.launcher_pid)  # the launcher exits; the nodes outlive it
+
+    again = _tpuray("local", "up", "dev", "--max-hosts", "3", env=local_env)
+    assert again.returncode == 2 and "already running" in again.stderr
+
+    status = _tpuray("local", "status", "dev", "--json", env=local_env)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert [s["slice"] for s in data["slices"]] == [s.name for s in cluster.slices]
+    assert all(h["alive"] and h["tpu_free"] == h["tpu_total"] for s in data["slices"] for h in s["hosts"])
+    table = _tpuray("local", "status", env=local_env)
+    assert table.returncode == 0 and "v6e-dev-0" in table.stdout
+
+    # A preempted host: its processes go, the rest of the cluster stays.
+    first = cluster.slices[0]
+    killed = cluster.kill_host(first.name, first.hosts - 1)
+    assert killed and not any(psutil.pid_exists(p) for p in killed)
+    assert cluster.is_alive()
+
+    down = _tpuray("local", "down", "dev", env=local_env)
+    assert down.returncode == 0, down.stderr
+    assert not [p for p in pids if psutil.pid_exists(p)]
+    assert not state_dir.exists()
+    gone = _tpuray("local", "status", env=local_env)
+    assert gone.returncode == 2 and "no emulated cluster" in gone.stderr
