@@ -12,6 +12,7 @@ from infra.components.capacity_chain import CapacityChain, CapacityChainArgs
 from infra.components.cluster import GkeCluster, GkeClusterArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
+from tpuray import terraform
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
 
 
@@ -48,7 +49,10 @@ def build(cfg: StackConfig) -> None:
             ),
             opts,
         )
-        CapacityChain(pool.name, CapacityChainArgs(pool=pool, provider=cluster.provider))
+        CapacityChain(
+            pool.name,
+            CapacityChainArgs(pool=pool, provider=cluster.provider, node_service_account=cluster.node_service_account),
+        )
     workloads = cfg.workloads
     if workloads.train or workloads.serve or workloads.interactive:
         RayWorkloads("ray", RayWorkloadsArgs(config=cfg, provider=cluster.provider), opts)
@@ -60,6 +64,8 @@ def build(cfg: StackConfig) -> None:
 def main() -> None:
     try:
         cfg = parse_stack_config(read_pulumi_config(), pulumi.get_stack())
+        # Names kept in a Terraform state (VPC, reservations) replace the config's, if configured.
+        cfg = terraform.resolve(cfg)
     except ConfigError as err:
         # RunError ends the program with its message alone: no traceback, nothing declared.
         raise pulumi.RunError("invalid stack config:\n" + str(err)) from None

@@ -159,3 +159,10 @@ def test_tpu7x_multi_host_pool_is_placed_by_a_workload_policy_not_tpu_topology(t
     (pool,) = tpu_pools(run, "v6e-dev")
     assert pool["placementPolicy"] == {"policyName": policy.inputs["name"]}
     assert pool["initialNodeCount"] == 2
+
+
+def test_compute_classes_auto_create_pools_with_the_node_service_account_not_the_default(stack_run):
+    (account,) = [r.inputs for r in stack_run.of_type("gcp:serviceaccount/account:Account") if r.name == "gke-nodes"]
+    email = f"{account['accountId']}@{stack_run.config.gcp.project}.iam.gserviceaccount.com"
+    for cc in stack_run.of_type(COMPUTE_CLASS):
+        assert cc.inputs["spec"]["nodePoolConfig"] == {"serviceAccount": email}

@@ -38,42 +38,87 @@ def test_every_stack_declares_its_configured_workloads(stack_run):
     assert kinds == expected
 
 
-def test_tpu_worker_groups_have_hosts_slices_and_chips_from_the_catalog(stack_run):
+def expected_groups(pool, role: str, slices: int) -> list[tuple[str, object, object, int]]:
+    """(group name, shape, tier, replicas): one per tier, then per fallback shape and tier."""
+    from tpuray import catalog
+
+    groups = [(f"{role}-{t.kind.value}", pool.shape, t, slices if i == 0 else 0) for i, t in enumerate(pool.capacity)]
+    for fb in pool.fallback:
+        shape = catalog.lookup(fb.generation, fb.topology)
+        groups += [(f"{role}-{shape.generation}-{t.kind.value}", shape, t, 0) for t in fb.capacity]
+    return groups
+
+
+ROLES = {"RayJob": "train", "RayService": "serve", "RayCluster": "interactive"}
+
+
+def test_one_worker_group_per_capacity_tier_the_first_holding_the_slices(stack_run):
     for obj in ray_objects(stack_run):
         workload = workload_of(stack_run, obj)
-        shape = stack_run.config.pool(workload.pool).shape
-        (group,) = cluster_spec(obj)["workerGroupSpecs"]
-        assert group["numOfHosts"] == shape.hosts
-        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == slices_of(workload)
-        (container,) = group["template"]["spec"]["containers"]
-        resources = container["resources"]
-        assert resources["requests"]["google.com/tpu"] == resources["limits"]["google.com/tpu"] == str(shape.chips_per_host)
+        pool = stack_run.config.pool(workload.pool)
+        groups = cluster_spec(obj)["workerGroupSpecs"]
+        expected = expected_groups(pool, ROLES[obj["kind"]], slices_of(workload))
+        assert [(g["groupName"], g["replicas"]) for g in groups] == [(n, r) for n, _, _, r in expected]
+        assert all(g["minReplicas"] == 0 and g["maxReplicas"] == slices_of(workload) for g in groups)
+        assert cluster_spec(obj)["enableInTreeAutoscaling"] is (len(groups) > 1)
 
 
-def test_tpu_worker_groups_select_accelerator_topology_and_compute_class(stack_run):
+def test_tpu_worker_groups_have_hosts_and_chips_from_the_catalog(stack_run):
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
-        (group,) = cluster_spec(obj)["workerGroupSpecs"]
-        pod = group["template"]["spec"]
-        assert pod["nodeSelector"] == {
-            "cloud.google.com/gke-tpu-accelerator": pool.shape.gke_accelerator,
-            "cloud.google.com/gke-tpu-topology": pool.shape.topology,
-            "cloud.google.com/compute-class": pool.name,
-        }
-        assert {"key": "cloud.google.com/compute-class", "operator": "Equal", "value": pool.name,
-                "effect": "NoSchedule"} in pod["tolerations"]
-        assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        groups = cluster_spec(obj)["workerGroupSpecs"]
+        for group, (_, shape, _, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
+            assert group["numOfHosts"] == shape.hosts
+            (container,) = group["template"]["spec"]["containers"]
+            resources = container["resources"]
+            assert resources["requests"]["google.com/tpu"] == str(shape.chips_per_host)
+            assert resources["limits"]["google.com/tpu"] == str(shape.chips_per_host)
 
 
-def test_worker_group_ray_labels_name_pool_generation_and_single_market(stack_run):
+def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_tier(stack_run):
+    tier_selector = {"spot": {"cloud.google.com/gke-spot": "true"}, "flex-start": {"cloud.google.com/gke-flex-start": "true"},
+                     "on-demand": {}}
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
-        (group,) = cluster_spec(obj)["workerGroupSpecs"]
-        labels = group["labels"]
-        assert labels["tpuray.dev/slice-pool"] == pool.name
-        assert labels["tpuray.dev/generation"] == pool.generation
-        markets = {t.market_type for t in pool.capacity}
-        assert labels.get("ray.io/market-type") == (markets.pop() if len(markets) == 1 else None)
+        groups = cluster_spec(obj)["workerGroupSpecs"]
+        for group, (_, shape, tier, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
+            pod = group["template"]["spec"]
+            by_tier = (tier_selector[tier.kind.value] if tier.reservation is None
+                       else {"cloud.google.com/reservation-name": tier.reservation.name})
+            assert pod["nodeSelector"] == {
+                "cloud.google.com/gke-tpu-accelerator": shape.gke_accelerator,
+                "cloud.google.com/gke-tpu-topology": shape.topology,
+                "cloud.google.com/compute-class": pool.name,
+                **by_tier,
+            }
+            assert {"key": "cloud.google.com/compute-class", "operator": "Equal", "value": pool.name,
+                    "effect": "NoSchedule"} in pod["tolerations"]
+            assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_on_demand_groups_keep_off_spot_flex_start_and_reserved_nodes(stack_run):
+    for obj in ray_objects(stack_run):
+        for group in cluster_spec(obj)["workerGroupSpecs"]:
+            if group["labels"]["tpuray.dev/capacity-tier"] != "on-demand":
+                continue
+            terms = group["template"]["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            keys = {e["key"] for e in terms[0]["matchExpressions"] if e["operator"] == "DoesNotExist"}
+            assert keys == {"cloud.google.com/gke-spot", "cloud.google.com/gke-flex-start",
+                            "cloud.google.com/reservation-name"}
+
+
+def test_worker_group_ray_labels_carry_market_type_tier_pool_and_generation(stack_run):
+    for obj in ray_objects(stack_run):
+        pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
+        groups = cluster_spec(obj)["workerGroupSpecs"]
+        for group, (_, shape, tier, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
+            assert group["labels"] == {
+                "ray.io/market-type": tier.market_type,
+                "tpuray.dev/capacity-tier": tier.kind.value,
+                "tpuray.dev/slice-pool": pool.name,
+                "tpuray.dev/generation": shape.generation,
+            }
 
 
 def test_head_runs_on_the_cpu_pool_with_no_ray_work_and_a_cluster_ip_service(stack_run):

@@ -44,7 +44,7 @@ def tier_priority(shape: catalog.SliceShape, tier: CapacityTier) -> dict[str, An
     return priority
 
 
-def compute_class_spec(pool: SlicePoolConfig) -> dict[str, Any]:
+def compute_class_spec(pool: SlicePoolConfig, node_service_account: Any = None) -> dict[str, Any]:
     priorities = [tier_priority(pool.shape, tier) for tier in pool.capacity]
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
@@ -54,6 +54,8 @@ def compute_class_spec(pool: SlicePoolConfig) -> dict[str, Any]:
         + ", then ".join(_describe(p) for p in priorities),
         "priorities": priorities,
         "nodePoolAutoCreation": {"enabled": True},
+        # Auto-created pools would otherwise run as the default compute service account.
+        **({"nodePoolConfig": {"serviceAccount": node_service_account}} if node_service_account else {}),
         # Never fall back to a node type the chain does not name.
         "whenUnsatisfiable": "DoNotScaleUp",
     }
@@ -76,6 +78,7 @@ def _describe(priority: dict[str, Any]) -> str:
 class CapacityChainArgs:
     pool: SlicePoolConfig
     provider: k8s.Provider
+    node_service_account: pulumi.Input[str]
 
 
 class CapacityChain(pulumi.ComponentResource):
@@ -88,7 +91,7 @@ class CapacityChain(pulumi.ComponentResource):
             api_version="cloud.google.com/v1",
             kind="ComputeClass",
             metadata={"name": args.pool.compute_class, "labels": {"app.kubernetes.io/managed-by": "tpuray"}},
-            spec=compute_class_spec(args.pool),
+            spec=compute_class_spec(args.pool, args.node_service_account),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.register_outputs({})

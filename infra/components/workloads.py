@@ -19,7 +19,9 @@ import yaml
 
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
-from tpuray.config import RayConfig, SlicePoolConfig, StackConfig
+from tpuray import catalog
+from tpuray.catalog import SliceShape
+from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig, StackConfig, TierKind
 from tpuray.shared import REPO_ROOT
 
 KSA_NAME = "ray-workload"
@@ -29,6 +31,7 @@ TPU_RESOURCE = "google.com/tpu"
 POOL_LABEL = "tpuray.dev/slice-pool"
 GENERATION_LABEL = "tpuray.dev/generation"
 MARKET_LABEL = "ray.io/market-type"
+TIER_LABEL = "tpuray.dev/capacity-tier"
 # Python packages the apps need on top of the -tpu image (which carries jax[tpu]).
 APP_PACKAGES = ("optax",)
 
@@ -43,54 +46,100 @@ def pinned_packages(names: tuple[str, ...] = APP_PACKAGES) -> list[str]:
     return [f"{n}=={pins[n]}" for n in names]
 
 
-def _market_label(pool: SlicePoolConfig) -> dict[str, str]:
-    # ray.io/market-type is only true for every node of the group when the whole
-    # chain shares one market; a mixed chain (spot, then on-demand) leaves it unset.
-    markets = {tier.market_type for tier in pool.capacity}
-    return {MARKET_LABEL: markets.pop()} if len(markets) == 1 else {}
+# Node labels GKE sets per capacity: a worker group per tier pins its pods to that tier's
+# nodes, so the Ray node label ray.io/market-type is true for every node of the group.
+SPOT_NODE_LABEL = "cloud.google.com/gke-spot"
+FLEX_START_NODE_LABEL = "cloud.google.com/gke-flex-start"
+RESERVATION_NODE_LABEL = "cloud.google.com/reservation-name"
 
 
-def tpu_worker_group(pool: SlicePoolConfig, slices: int, ray: RayConfig, group_name: str) -> dict[str, Any]:
-    shape = pool.shape
+def _tier_placement(tier: CapacityTier) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """(extra nodeSelector, nodeAffinity) that keep a group's pods on one capacity tier."""
+    if tier.kind is TierKind.SPOT:
+        return {SPOT_NODE_LABEL: "true"}, None
+    if tier.kind is TierKind.FLEX_START:
+        return {FLEX_START_NODE_LABEL: "true"}, None
+    if tier.kind is TierKind.RESERVATION:
+        assert tier.reservation is not None
+        return {RESERVATION_NODE_LABEL: tier.reservation.name}, None
+    # On-demand has no label of its own: it is the node that is none of the others.
+    absent = [{"key": key, "operator": "DoesNotExist"} for key in
+              (SPOT_NODE_LABEL, FLEX_START_NODE_LABEL, RESERVATION_NODE_LABEL)]
+    return {}, {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": absent}]}}
+
+
+def tpu_worker_group(
+    pool: SlicePoolConfig, shape: SliceShape, tier: CapacityTier, replicas: int, max_replicas: int,
+    ray: RayConfig, group_name: str,
+) -> dict[str, Any]:
     chips = str(shape.chips_per_host)
+    selector, affinity = _tier_placement(tier)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": KSA_NAME,
+        "nodeSelector": {
+            ACCELERATOR_SELECTOR: shape.gke_accelerator,
+            TOPOLOGY_SELECTOR: shape.topology,
+            COMPUTE_CLASS_LABEL: pool.compute_class,
+            **selector,
+        },
+        "tolerations": [
+            {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": pool.compute_class, "effect": "NoSchedule"},
+            {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+        ],
+        "containers": [
+            {
+                "name": "ray-worker",
+                "image": ray.tpu_image,
+                "resources": {
+                    "requests": {TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
+                    "limits": {TPU_RESOURCE: chips, "memory": "32Gi"},
+                },
+                "env": [{"name": "JAX_PLATFORMS", "value": "tpu,cpu"}],
+                # MXLA (multi-slice DCN) traffic stays on the pod network.
+                "ports": [{"containerPort": 8081, "name": "mxla"}],
+                "securityContext": {"allowPrivilegeEscalation": False},
+            }
+        ],
+    }
+    if affinity:
+        pod_spec["affinity"] = {"nodeAffinity": affinity}
+    if tier.kind is TierKind.SPOT:
+        pod_spec["tolerations"].append({"key": SPOT_NODE_LABEL, "operator": "Equal", "value": "true",
+                                        "effect": "NoSchedule"})
     return {
         "groupName": group_name,
         # One replica is one slice: KubeRay creates and deletes its numOfHosts pods together.
-        "replicas": slices,
-        "minReplicas": slices,
-        "maxReplicas": slices,
+        "replicas": replicas,
+        "minReplicas": 0,
+        "maxReplicas": max_replicas,
         "numOfHosts": shape.hosts,
-        "labels": {POOL_LABEL: pool.name, GENERATION_LABEL: shape.generation, **_market_label(pool)},
-        "rayStartParams": {},
-        "template": {
-            "spec": {
-                "serviceAccountName": KSA_NAME,
-                "nodeSelector": {
-                    ACCELERATOR_SELECTOR: shape.gke_accelerator,
-                    TOPOLOGY_SELECTOR: shape.topology,
-                    COMPUTE_CLASS_LABEL: pool.compute_class,
-                },
-                "tolerations": [
-                    {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": pool.compute_class, "effect": "NoSchedule"},
-                    {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
-                ],
-                "containers": [
-                    {
-                        "name": "ray-worker",
-                        "image": ray.tpu_image,
-                        "resources": {
-                            "requests": {TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
-                            "limits": {TPU_RESOURCE: chips, "memory": "32Gi"},
-                        },
-                        "env": [{"name": "JAX_PLATFORMS", "value": "tpu,cpu"}],
-                        # MXLA (multi-slice DCN) traffic stays on the pod network.
-                        "ports": [{"containerPort": 8081, "name": "mxla"}],
-                        "securityContext": {"allowPrivilegeEscalation": False},
-                    }
-                ],
-            }
+        # Ray node labels: what label-selector fallback chains (ray_apps.slices) match on.
+        "labels": {
+            MARKET_LABEL: tier.market_type,
+            TIER_LABEL: tier.kind.value,
+            POOL_LABEL: pool.name,
+            GENERATION_LABEL: shape.generation,
         },
+        "rayStartParams": {},
+        "template": {"spec": pod_spec},
     }
+
+
+def tpu_worker_groups(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str) -> list[dict[str, Any]]:
+    """One group per capacity tier of the chain, then per fallback shape and tier.
+
+    The first group starts with `slices` replicas; the others start empty and are what
+    the Ray autoscaler scales when a label-selector fallback asks for them."""
+    groups = []
+    for index, tier in enumerate(pool.capacity):
+        groups.append(tpu_worker_group(pool, pool.shape, tier, slices if index == 0 else 0, slices, ray,
+                                       f"{role}-{tier.kind.value}"))
+    for fallback in pool.fallback:
+        shape = catalog.lookup(fallback.generation, fallback.topology)
+        for tier in fallback.capacity:
+            groups.append(tpu_worker_group(pool, shape, tier, 0, slices, ray,
+                                           f"{role}-{shape.generation}-{tier.kind.value}"))
+    return groups
 
 
 def head_group(ray: RayConfig) -> dict[str, Any]:
@@ -124,14 +173,19 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
     }
 
 
-def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, group_name: str) -> dict[str, Any]:
-    return {
+def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str) -> dict[str, Any]:
+    groups = tpu_worker_groups(pool, slices, ray, role)
+    spec: dict[str, Any] = {
         "rayVersion": ray.version,
         "authOptions": {"mode": "token"},
-        "enableInTreeAutoscaling": False,
+        "enableInTreeAutoscaling": len(groups) > 1,
         "headGroupSpec": head_group(ray),
-        "workerGroupSpecs": [tpu_worker_group(pool, slices, ray, group_name)],
+        "workerGroupSpecs": groups,
     }
+    if len(groups) > 1:
+        # Autoscaler v2 scales worker groups by the label selectors of pending demand.
+        spec["autoscalerOptions"] = {"version": "v2", "idleTimeoutSeconds": 600, "upscalingMode": "Default"}
+    return spec
 
 
 def _runtime_env(code_uri: str) -> dict[str, Any]:
@@ -172,7 +226,7 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
         # A job that cannot get its slices, or hangs on a broken collective, is stopped.
         "activeDeadlineSeconds": train.active_deadline_seconds,
         "backoffLimit": train.backoff_limit,
-        "rayClusterSpec": ray_cluster_spec(cfg.pool(train.pool), train.slices, cfg.ray, "tpu-train"),
+        "rayClusterSpec": ray_cluster_spec(cfg.pool(train.pool), train.slices, cfg.ray, "train"),
     }
 
 
@@ -217,14 +271,14 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         # Give up (and recreate the cluster) instead of sitting in DEPLOYING forever.
         "serviceUnhealthySecondThreshold": serve.service_unhealthy_seconds,
         "deploymentUnhealthySecondThreshold": serve.deployment_unhealthy_seconds,
-        "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "tpu-serve"),
+        "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve"),
     }
 
 
 def interactive_cluster(cfg: StackConfig) -> dict[str, Any]:
     interactive = cfg.workloads.interactive
     assert interactive is not None
-    return ray_cluster_spec(cfg.pool(interactive.pool), interactive.slices, cfg.ray, "tpu-interactive")
+    return ray_cluster_spec(cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive")
 
 
 def _buckets(*uris: str | None) -> list[str]:
