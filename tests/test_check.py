@@ -102,8 +102,6 @@ def test_stacks_rendered_manifests_pass_check(stack: str, tmp_path: Path) -> Non
     mandatory = {
         v.policy for v in check([str(tmp_path)], "prod", mocked(stack).config.ray.version, []) if v.level == "mandatory"
     }
-    if mandatory == {"tpu-worker-ray-labels"}:
-        pytest.xfail("infra renders TPU worker groups without ray.io/market-type; see the issue #4 report")
     assert mandatory == set()
 
 

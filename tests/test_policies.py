@@ -151,15 +151,7 @@ def test_unknown_values_during_preview_do_not_count_as_the_default_service_accou
 # ---------------------------------------------------------------------------- the stacks
 
 
-KNOWN_STACK_GAPS = (
-    "infra renders TPU worker groups without ray.io/market-type (tpu-worker-ray-labels) and no "
-    "ComputeClass nodePoolConfig.serviceAccount (compute-class-node-service-account); see the issue #4 report"
-)
-
-
 @pytest.mark.parametrize("stack", STACKS)
 def test_stack_has_no_mandatory_violation(stack: str) -> None:
     violations = policy_violations(mocked(stack))
-    if fired(violations) <= {"tpu-worker-ray-labels", "compute-class-node-service-account"} and fired(violations):
-        pytest.xfail(KNOWN_STACK_GAPS)
     assert fired(violations) == set(), [v.message for v in violations]
