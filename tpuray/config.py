@@ -219,7 +219,9 @@ class TerraformConfig(_Model):
         if self.backend == "gcs":
             prefix = self.prefix.strip("/")
             return f"gs://{self.bucket}/{prefix + '/' if prefix else ''}{self.workspace}.tfstate"
-        return str(self.path)
+        path = Path(str(self.path))
+        # Relative paths are relative to the repository root (see tpuray/terraform.py).
+        return str(path if path.is_absolute() else stacks_dir().parent / path)
 
 
 class StackConfig(_Model):

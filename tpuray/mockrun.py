@@ -7,14 +7,17 @@ emulator all read these records: there is no second copy of any manifest.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
 
-from tpuray.config import StackConfig, load_stack, pulumi_config_map, read_stack_file, resolve_stack_file
+from tpuray.config import ConfigError, StackConfig, load_stack, pulumi_config_map, read_stack_file, resolve_stack_file
 
 PROJECT = "tpuray"
 
@@ -64,6 +67,15 @@ def _ints(value: Any) -> Any:
     return value
 
 
+# Offline, a GCS object gs://B/O is read from $TPURAY_GCS_MIRROR/B/O (tests, air-gapped CI).
+GCS_MIRROR_ENV = "TPURAY_GCS_MIRROR"
+
+
+def _tfstate_outputs(text: str) -> dict[str, Any]:
+    """Root outputs of a Terraform state document, name -> value (what the provider returns)."""
+    return {name: out.get("value") for name, out in (json.loads(text).get("outputs") or {}).items()}
+
+
 class _RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self, project: str, run: StackRun):
         self.project = project
@@ -86,6 +98,14 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        # Terraform state references are answered from real files, so a stack that reads its
+        # VPC and reservations from Terraform previews with the real values.
+        if args.token == "terraform:state:getLocalReference":
+            return {"outputs": _tfstate_outputs(Path(args.args["path"]).read_text())}
+        if args.token == "gcp:storage/getBucketObjectContent:getBucketObjectContent":
+            mirror = os.environ.get(GCS_MIRROR_ENV)
+            path = Path(mirror, args.args["bucket"], args.args["name"]) if mirror else None
+            return {"content": path.read_text() if path and path.is_file() else None}
         return {}
 
 
@@ -113,7 +133,11 @@ def run_stack(stack: str) -> StackRun:
     logger.propagate = False
     logger.handlers[:] = [_LogCollector(run)]
     pulumi.runtime.set_mocks(_RecordingMocks(config.gcp.project, run), project=PROJECT, stack=name, preview=True, logger=logger)
-    pulumi.runtime.test(main)()
+    try:
+        pulumi.runtime.test(main)()
+    except pulumi.RunError as err:
+        # The program's own clean errors (e.g. a missing Terraform output): one line each, no traceback.
+        raise ConfigError([ln for ln in str(err).splitlines()[1:] if ln.strip()] or [str(err)]) from None
     # Registration order is async; sort so that output and diffs are stable.
     run.resources.sort(key=lambda r: (r.type, r.name))
     return run
