@@ -53,4 +53,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the imported module: as __main__ this file would define a second
+    # UserError class that commands (which import tpuray.cli) never raise.
+    from tpuray.cli import main as imported_main
+
+    sys.exit(imported_main())
