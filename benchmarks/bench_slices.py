@@ -39,8 +39,12 @@ BUNDLE = {"TPU": SHAPE.chips_per_host, f"accelerator_type:{SHAPE.ray_accelerator
 
 def _stats(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
-    return {"n": len(xs), "median_ms": round(statistics.median(xs) * 1e3, 1),
-            "p90_ms": round(xs[int(0.9 * (len(xs) - 1))] * 1e3, 1), "max_ms": round(xs[-1] * 1e3, 1)}
+    return {
+        "n": len(xs),
+        "median_ms": round(statistics.median(xs) * 1e3, 1),
+        "p90_ms": round(xs[int(0.9 * (len(xs) - 1))] * 1e3, 1),
+        "max_ms": round(xs[-1] * 1e3, 1),
+    }
 
 
 class Bench:
@@ -66,9 +70,14 @@ class Bench:
         raise RuntimeError(f"resource view did not settle to {busy}")
 
     def busy(self, hosts: set[tuple[str, int]]) -> list[Any]:
-        pgs = [self.pg([{"TPU": SHAPE.chips_per_host}], name=f"busy-{s}-{w}",
-                       bundle_label_selector=[{"ray.io/tpu-slice-name": s, "ray.io/tpu-worker-id": str(w)}])
-               for s, w in sorted(hosts)]
+        pgs = [
+            self.pg(
+                [{"TPU": SHAPE.chips_per_host}],
+                name=f"busy-{s}-{w}",
+                bundle_label_selector=[{"ray.io/tpu-slice-name": s, "ray.io/tpu-worker-id": str(w)}],
+            )
+            for s, w in sorted(hosts)
+        ]
         if pgs:
             self.ray.wait([p.ready() for p in pgs], num_returns=len(pgs), timeout=30)
         self.wait_view(hosts)
@@ -83,8 +92,13 @@ class Bench:
     def ours(self, deadline_s: float = 30) -> tuple[float, list[str]] | None:
         t = time.perf_counter()
         try:
-            res = self.slices.reserve_slice(SHAPE.topology, hosts=SHAPE.hosts, chips_per_host=SHAPE.chips_per_host,
-                                            selectors=SELECTOR, deadline_s=deadline_s)
+            res = self.slices.reserve_slice(
+                SHAPE.topology,
+                hosts=SHAPE.hosts,
+                chips_per_host=SHAPE.chips_per_host,
+                selectors=SELECTOR,
+                deadline_s=deadline_s,
+            )
         except self.slices.SliceUnavailableError:
             return None
         dt = time.perf_counter() - t
@@ -157,8 +171,10 @@ def fragmentation(b: Bench, trials: int, seed: int) -> dict[str, Any]:
 def partly_busy(b: Bench, reps: int, timeout: float) -> dict[str, Any]:
     busy = {(SLICES[0], SHAPE.hosts - 1)}  # worker 3 busy; worker 0 (the head resource) free
     res: dict[str, dict[str, Any]] = {}
-    for key, fn in (("ours", lambda: b.ours(deadline_s=timeout)),
-                    ("ray_slice_placement_group", lambda: b.ray_slice_pg(timeout=timeout))):
+    for key, fn in (
+        ("ours", lambda: b.ours(deadline_s=timeout)),
+        ("ray_slice_placement_group", lambda: b.ray_slice_pg(timeout=timeout)),
+    ):
         times, stuck, wrong = [], 0, 0
         for _ in range(reps):
             held = b.busy(busy)
@@ -169,8 +185,12 @@ def partly_busy(b: Bench, reps: int, timeout: float) -> dict[str, Any]:
                 times.append(got[0])
                 wrong += int({b.slice_of(n) for n in got[1]} != {SLICES[1]})
             b.release(held)
-        res[key] = {"ready": len(times), "stuck_past_timeout": stuck, "on_busy_slice": wrong,
-                    **(_stats(times) if times else {})}
+        res[key] = {
+            "ready": len(times),
+            "stuck_past_timeout": stuck,
+            "on_busy_slice": wrong,
+            **(_stats(times) if times else {}),
+        }
     return {"reps": reps, "timeout_s": timeout, "busy": sorted(f"{s}/w{w}" for s, w in busy), **res}
 
 
@@ -194,16 +214,23 @@ def main() -> int:
         try:
             b = Bench()
             results = {
-                "cluster": {"slices": len(specs), "hosts": sum(s.hosts for s in specs), "shape": SHAPE.key,
-                            "startup_s": round(startup, 1)},
+                "cluster": {
+                    "slices": len(specs),
+                    "hosts": sum(s.hosts for s in specs),
+                    "shape": SHAPE.key,
+                    "startup_s": round(startup, 1),
+                },
                 "reservation_latency_idle": latency(b, args.reps),
                 "fragmentation": fragmentation(b, args.trials, args.seed),
                 "one_slice_partly_busy": partly_busy(b, args.busy_reps, args.timeout),
             }
         finally:
             ray.shutdown()
-    results["machine"] = {"cpus": __import__("os").cpu_count(), "python": platform.python_version(),
-                          "ray": __import__("ray").__version__}
+    results["machine"] = {
+        "cpus": __import__("os").cpu_count(),
+        "python": platform.python_version(),
+        "ray": __import__("ray").__version__,
+    }
     out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / "tpuray-bench-slices.json"
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))

@@ -176,7 +176,9 @@ def slice_inventory() -> list[SliceView]:
                 holders=tuple(holders.get(node_id, ())),
             )
         )
-    return [SliceView(name, tuple(sorted(hosts, key=lambda h: h.worker_id))) for name, hosts in sorted(by_slice.items())]
+    return [
+        SliceView(name, tuple(sorted(hosts, key=lambda h: h.worker_id))) for name, hosts in sorted(by_slice.items())
+    ]
 
 
 # ---------------------------------------------------------------------------- reservation
@@ -199,6 +201,7 @@ class SliceReservation:
     chips_per_host: int
     labels: dict[str, str] = field(default_factory=dict)
     waited_s: float = 0.0
+    _released: bool = field(default=False, repr=False)
 
     @property
     def hosts(self) -> int:
@@ -212,8 +215,21 @@ class SliceReservation:
             placement_group_capture_child_tasks=True,
         )
 
+    def label_selector(self) -> dict[str, str]:
+        """A label selector for this slice alone, for APIs that take a selector rather than a
+        placement group (e.g. a Serve deployment's ray_actor_options)."""
+        return {SLICE_NAME: self.slice_name}
+
+    def bundle_label_selectors(self) -> list[dict[str, str]]:
+        """Per-host selectors (slice + worker id), e.g. for Serve's
+        placement_group_bundle_label_selector after release()."""
+        return [{SLICE_NAME: self.slice_name, WORKER_ID: str(i)} for i in self.bundle_indices]
+
     def release(self) -> None:
-        remove_placement_group(self.placement_group)
+        """Give the slice back. Idempotent."""
+        if not self._released:
+            self._released = True
+            remove_placement_group(self.placement_group)
 
     def __enter__(self) -> SliceReservation:
         return self
@@ -230,8 +246,9 @@ def _normalise_selectors(selectors: Sequence[Selector] | None, accelerator_type:
     return chain
 
 
-def _candidates(views: Sequence[SliceView], selector: Selector, topology: str, hosts: int,
-                chips_per_host: int) -> list[SliceView]:
+def _candidates(
+    views: Sequence[SliceView], selector: Selector, topology: str, hosts: int, chips_per_host: int
+) -> list[SliceView]:
     out = []
     for view in views:
         if len(view.hosts) != hosts or view.topology != topology:
@@ -288,8 +305,11 @@ def reserve_slice(
         now = time.monotonic()
         choice: tuple[int, SliceView] | None = None
         for index, selector in enumerate(chain):
-            free = [v for v in _candidates(views, selector, topology, hosts, chips_per_host)
-                    if v.free and now - recently_failed.get(v.name, -1e9) > 2 * attempt_timeout_s]
+            free = [
+                v
+                for v in _candidates(views, selector, topology, hosts, chips_per_host)
+                if v.free and now - recently_failed.get(v.name, -1e9) > 2 * attempt_timeout_s
+            ]
             if free:
                 choice = (index, free[0])
                 break
@@ -332,8 +352,14 @@ def reserve_slice(
     raise SliceUnavailableError(_deadline_message(topology, hosts, chips_per_host, chain, views, deadline_s))
 
 
-def _deadline_message(topology: str, hosts: int, chips_per_host: int, chain: Sequence[Selector],
-                      views: Sequence[SliceView], deadline_s: float) -> str:
+def _deadline_message(
+    topology: str,
+    hosts: int,
+    chips_per_host: int,
+    chain: Sequence[Selector],
+    views: Sequence[SliceView],
+    deadline_s: float,
+) -> str:
     lines = [
         f"no free TPU slice of topology {topology} ({hosts} hosts x {chips_per_host} chips) within {deadline_s:g} s; "
         f"selectors tried in order: {', '.join(str(dict(s)) for s in chain)}"
@@ -343,9 +369,14 @@ def _deadline_message(topology: str, hosts: int, chips_per_host: int, chain: Seq
     else:
         lines.append("slices seen:")
         for view in views:
-            matching = [i for i, s in enumerate(chain) if view in _candidates([view], s, topology, hosts, chips_per_host)]
-            why = f"matches selector {matching[0]}" if matching else (
-                "other shape" if view.topology != topology or len(view.hosts) != hosts else "no selector matches")
+            matching = [
+                i for i, s in enumerate(chain) if view in _candidates([view], s, topology, hosts, chips_per_host)
+            ]
+            why = (
+                f"matches selector {matching[0]}"
+                if matching
+                else ("other shape" if view.topology != topology or len(view.hosts) != hosts else "no selector matches")
+            )
             lines.append(f"  - {view.describe()} ({why})")
     return "\n".join(lines)
 

@@ -64,8 +64,11 @@ def test_plan_reduces_slices_then_topology() -> None:
     assert reduced
     for spec in reduced:
         # A smaller shape of the same generation, straight from the catalog.
-        shape = catalog.lookup(spec.generation, spec.topology, f"{catalog.generation(spec.generation).machine_prefix}-"
-                               f"{spec.chips_per_host}t")
+        shape = catalog.lookup(
+            spec.generation,
+            spec.topology,
+            f"{catalog.generation(spec.generation).machine_prefix}-{spec.chips_per_host}t",
+        )
         assert shape.hosts == spec.hosts
         assert catalog.lookup(spec.generation, spec.reduced_from).hosts > spec.hosts
 

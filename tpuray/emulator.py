@@ -88,12 +88,21 @@ class SliceSpec:
     reduced_from: str | None = None  # "4x4" when emulated at a smaller topology
 
     @classmethod
-    def from_shape(cls, name: str, pool: str, shape: catalog.SliceShape, market_type: str,
-                   reduced_from: str | None = None) -> SliceSpec:
-        return cls(name=name, pool=pool, generation=shape.generation, topology=shape.topology,
-                   hosts=shape.hosts, chips_per_host=shape.chips_per_host, pod_type=shape.pod_type,
-                   ray_accelerator_type=shape.ray_accelerator_type, market_type=market_type,
-                   reduced_from=reduced_from)
+    def from_shape(
+        cls, name: str, pool: str, shape: catalog.SliceShape, market_type: str, reduced_from: str | None = None
+    ) -> SliceSpec:
+        return cls(
+            name=name,
+            pool=pool,
+            generation=shape.generation,
+            topology=shape.topology,
+            hosts=shape.hosts,
+            chips_per_host=shape.chips_per_host,
+            pod_type=shape.pod_type,
+            ray_accelerator_type=shape.ray_accelerator_type,
+            market_type=market_type,
+            reduced_from=reduced_from,
+        )
 
     @property
     def head_resource(self) -> str:
@@ -438,8 +447,14 @@ class EmulatedCluster:
                 raise EmulatorError(f"an emulated cluster is already running from {sdir}; stop it first")
             shutil.rmtree(sdir, ignore_errors=True)
         (sdir / "ray").mkdir(parents=True, exist_ok=True)
-        state = ClusterState(name=name, state_dir=str(sdir), launcher_pid=os.getpid(), started_at=time.time(),
-                             slices=list(plan.slices), notes=list(plan.notes))
+        state = ClusterState(
+            name=name,
+            state_dir=str(sdir),
+            launcher_pid=os.getpid(),
+            started_at=time.time(),
+            slices=list(plan.slices),
+            notes=list(plan.notes),
+        )
         state.save()
         self = cls(state)
         try:
@@ -449,16 +464,22 @@ class EmulatedCluster:
             raise
         return self
 
-    def _start_nodes(self, plan: Plan, *, detach: bool, host_cpus: int, dashboard: bool,
-                     progress: ProgressFn | None) -> None:
+    def _start_nodes(
+        self, plan: Plan, *, detach: bool, host_cpus: int, dashboard: bool, progress: ProgressFn | None
+    ) -> None:
         _loopback_only()
         from ray.cluster_utils import Cluster
 
         state = self.state
         total = plan.hosts + 1
         base = {**BASE_ENV, "RAY_TMPDIR": state.state_dir}  # Ray appends /ray itself
-        common = {"node_ip_address": "127.0.0.1", "temp_dir": state.ray_dir, "min_worker_port": 0,
-                  "max_worker_port": 0, "dashboard_agent_listen_port": None}
+        common = {
+            "node_ip_address": "127.0.0.1",
+            "temp_dir": state.ray_dir,
+            "min_worker_port": 0,
+            "max_worker_port": 0,
+            "dashboard_agent_listen_port": None,
+        }
         with _environ(base):
             # shutdown_at_exit=False turns off Ray's fate-sharing: the detached cluster must
             # outlive the launcher. In-process we want the opposite, so no stray raylets
@@ -466,9 +487,14 @@ class EmulatedCluster:
             cluster = Cluster(initialize_head=False, shutdown_at_exit=not detach)
             self._cluster = cluster
             head = cluster.add_node(
-                num_cpus=host_cpus, gcs_server_port=_free_port(), include_dashboard=dashboard,
-                dashboard_port=_free_port(), dashboard_host="127.0.0.1",
-                object_store_memory=HEAD_OBJECT_STORE_BYTES, labels={LABEL_ROLE: "head"}, **common,
+                num_cpus=host_cpus,
+                gcs_server_port=_free_port(),
+                include_dashboard=dashboard,
+                dashboard_port=_free_port(),
+                dashboard_host="127.0.0.1",
+                object_store_memory=HEAD_OBJECT_STORE_BYTES,
+                labels={LABEL_ROLE: "head"},
+                **common,
             )
             state.address = head.address
             state.hosts.append(HostRecord("", 0, head.unique_id, _records(head)))
@@ -480,9 +506,12 @@ class EmulatedCluster:
                 for worker in range(spec.hosts):
                     with _environ(spec.host_env(worker)):
                         node = cluster.add_node(
-                            wait=False, num_cpus=host_cpus, resources={"TPU": spec.chips_per_host},
+                            wait=False,
+                            num_cpus=host_cpus,
+                            resources={"TPU": spec.chips_per_host},
                             labels={**spec.host_labels(), LABEL_ROLE: "tpu-host"},
-                            object_store_memory=HOST_OBJECT_STORE_BYTES, **common,
+                            object_store_memory=HOST_OBJECT_STORE_BYTES,
+                            **common,
                         )
                     self._nodes[(spec.name, worker)] = node
                     state.hosts.append(HostRecord(spec.name, worker, node.unique_id, _records(node)))
@@ -553,8 +582,15 @@ class EmulatedCluster:
 # ---------------------------------------------------------------------------- detached launcher
 
 
-def launch_detached(plan: Plan, state_dir: Path, name: str, *, dashboard: bool = False,
-                    progress: ProgressFn | None = None, timeout_s: float = 300) -> EmulatedCluster:
+def launch_detached(
+    plan: Plan,
+    state_dir: Path,
+    name: str,
+    *,
+    dashboard: bool = False,
+    progress: ProgressFn | None = None,
+    timeout_s: float = 300,
+) -> EmulatedCluster:
     """Start the cluster from a launcher in its own session; return once it is ready.
 
     The launcher is a separate process so the nodes belong to a fresh session (no
@@ -562,15 +598,17 @@ def launch_detached(plan: Plan, state_dir: Path, name: str, *, dashboard: bool =
     handlers, a Ray driver) leaks into them."""
     state_dir.mkdir(parents=True, exist_ok=True)
     plan_file = state_dir / "plan.json"
-    plan_file.write_text(json.dumps({"slices": [asdict(s) for s in plan.slices], "max_hosts": plan.max_hosts,
-                                     "notes": list(plan.notes)}))
+    plan_file.write_text(
+        json.dumps({"slices": [asdict(s) for s in plan.slices], "max_hosts": plan.max_hosts, "notes": list(plan.notes)})
+    )
     log = open(state_dir / "launcher.log", "wb")  # noqa: SIM115 - handed to the child
     cmd = [sys.executable, "-m", "tpuray.emulator", "launch", "--state-dir", str(state_dir), "--name", name]
     if dashboard:
         cmd.append("--dashboard")
     env = {**os.environ, **BASE_ENV}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, env=env
+    )
     log.close()
     deadline = time.monotonic() + timeout_s
     error = None
@@ -631,10 +669,14 @@ def _launch_main(argv: list[str]) -> int:
     # unwinds through start()'s cleanup instead.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        EmulatedCluster.start(plan, state_dir=args.state_dir, name=args.name, detach=True,
-                              dashboard=args.dashboard,
-                              progress=lambda what, done, total: emit(event="progress", what=what, done=done,
-                                                                       total=total))
+        EmulatedCluster.start(
+            plan,
+            state_dir=args.state_dir,
+            name=args.name,
+            detach=True,
+            dashboard=args.dashboard,
+            progress=lambda what, done, total: emit(event="progress", what=what, done=done, total=total),
+        )
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then re-raised
         emit(event="error", message=f"{type(exc).__name__}: {exc}")
         raise

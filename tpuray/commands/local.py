@@ -27,17 +27,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     up = local.add_parser("up", help="start the emulated cluster (detached)")
     up.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml) or path")
-    up.add_argument("--max-hosts", type=int, default=None,
-                    help="emulate at most N TPU hosts (default: what half the free memory holds, ~300 MB each)")
+    up.add_argument(
+        "--max-hosts",
+        type=int,
+        default=None,
+        help="emulate at most N TPU hosts (default: what half the free memory holds, ~300 MB each)",
+    )
     up.add_argument("--dashboard", action="store_true", help="also start the Ray dashboard (on 127.0.0.1)")
     up.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     up.set_defaults(handler=run_up)
 
-    for name, handler, text in (("status", run_status, "show slices, hosts and what each holds"),
-                                ("down", run_down, "stop the emulated cluster (only its own processes)")):
+    for name, handler, text in (
+        ("status", run_status, "show slices, hosts and what each holds"),
+        ("down", run_down, "stop the emulated cluster (only its own processes)"),
+    ):
         q = local.add_parser(name, help=text)
-        q.add_argument("stack", nargs="?", default=None,
-                       help="stack name (default: the only running emulated cluster)")
+        q.add_argument("stack", nargs="?", default=None, help="stack name (default: the only running emulated cluster)")
         if name == "status":
             q.add_argument("--json", action="store_true", help="print JSON")
         q.set_defaults(handler=handler)
@@ -53,8 +58,9 @@ def _find(stack: str | None) -> emulator.EmulatedCluster:
         name = Path(stack).name.removeprefix("Pulumi.").removesuffix(".yaml")
         sdir = emulator.state_dir_for(name)
         if not (sdir / emulator.STATE_FILE).exists():
-            raise UserError(f"no emulated cluster for stack {name!r} (nothing at {sdir}); start one with "
-                            f"`tpuray local up {name}`")
+            raise UserError(
+                f"no emulated cluster for stack {name!r} (nothing at {sdir}); start one with `tpuray local up {name}`"
+            )
         return emulator.EmulatedCluster.attach(sdir)
     dirs = _running_dirs()
     if not dirs:
@@ -75,22 +81,35 @@ def run_up(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     for note in plan.notes:
         console.print(f"[yellow]reduced:[/] {note}")
-    console.print(f"emulating {len(plan.slices)} slice(s), {plan.hosts} TPU host(s) "
-                  f"(~{(plan.hosts * emulator.HOST_MEMORY_BYTES + emulator.HEAD_MEMORY_BYTES) / 2**30:.1f} GiB)")
+    console.print(
+        f"emulating {len(plan.slices)} slice(s), {plan.hosts} TPU host(s) "
+        f"(~{(plan.hosts * emulator.HOST_MEMORY_BYTES + emulator.HEAD_MEMORY_BYTES) / 2**30:.1f} GiB)"
+    )
     for s in plan.slices:
-        console.print(f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
-                      f"{s.chips_per_host} chips, market {s.market_type}")
+        console.print(
+            f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
+            f"{s.chips_per_host} chips, market {s.market_type}"
+        )
     if args.dry_run:
         return 0
     sdir = emulator.state_dir_for(stack.stack)
     if (sdir / emulator.STATE_FILE).exists():
         old = emulator.EmulatedCluster.attach(sdir)
         if old.pids():
-            raise UserError(f"an emulated cluster for {stack.stack!r} is already running ({old.address}); "
-                            f"`tpuray local down {stack.stack}` first")
+            raise UserError(
+                f"an emulated cluster for {stack.stack!r} is already running ({old.address}); "
+                f"`tpuray local down {stack.stack}` first"
+            )
         old.stop()  # leftovers of a dead cluster: clear them
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         task = progress.add_task("starting head", total=plan.hosts + 1)
 
         def report(what: str, done: int, total: int) -> None:
@@ -101,8 +120,10 @@ def run_up(args: argparse.Namespace) -> int:
         except emulator.EmulatorError as exc:
             raise UserError(f"local cluster failed to start: {exc}") from None
         progress.update(task, description="ready")
-    console.print(f"[green]ready[/]: Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set "
-                  f"RAY_AUTH_MODE=disabled); state in {sdir}")
+    console.print(
+        f"[green]ready[/]: Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set "
+        f"RAY_AUTH_MODE=disabled); state in {sdir}"
+    )
     console.print(f"stop it with: tpuray local down {stack.stack}")
     return 0
 
@@ -121,33 +142,53 @@ def _status_data(cluster: emulator.EmulatedCluster) -> dict[str, object]:
     for spec in cluster.slices:
         view = views.get(spec.name)
         hosts = {h.worker_id: h for h in (view.hosts if view else ())}
-        out.append({
-            "slice": spec.name, "pool": spec.pool, "generation": spec.generation, "topology": spec.topology,
-            "pod_type": spec.pod_type, "market_type": spec.market_type, "reduced_from": spec.reduced_from,
-            "hosts": [
-                {"worker_id": w, "alive": w in hosts,
-                 "tpu_total": hosts[w].tpu_total if w in hosts else 0,
-                 "tpu_free": hosts[w].tpu_free if w in hosts else 0,
-                 "holders": list(hosts[w].holders) if w in hosts else [],
-                 "node_id": hosts[w].node_id if w in hosts else None}
-                for w in range(spec.hosts)
-            ],
-        })
-    return {"stack": cluster.state.name, "address": cluster.address, "state_dir": str(cluster.state_dir),
-            "notes": cluster.notes, "slices": out, "pids": len(cluster.pids())}
+        out.append(
+            {
+                "slice": spec.name,
+                "pool": spec.pool,
+                "generation": spec.generation,
+                "topology": spec.topology,
+                "pod_type": spec.pod_type,
+                "market_type": spec.market_type,
+                "reduced_from": spec.reduced_from,
+                "hosts": [
+                    {
+                        "worker_id": w,
+                        "alive": w in hosts,
+                        "tpu_total": hosts[w].tpu_total if w in hosts else 0,
+                        "tpu_free": hosts[w].tpu_free if w in hosts else 0,
+                        "holders": list(hosts[w].holders) if w in hosts else [],
+                        "node_id": hosts[w].node_id if w in hosts else None,
+                    }
+                    for w in range(spec.hosts)
+                ],
+            }
+        )
+    return {
+        "stack": cluster.state.name,
+        "address": cluster.address,
+        "state_dir": str(cluster.state_dir),
+        "notes": cluster.notes,
+        "slices": out,
+        "pids": len(cluster.pids()),
+    }
 
 
 def run_status(args: argparse.Namespace) -> int:
     cluster = _find(args.stack)
     if not cluster.is_alive():
-        raise UserError(f"the emulated cluster in {cluster.state_dir} is not running (head is gone); "
-                        f"`tpuray local down` clears what is left")
+        raise UserError(
+            f"the emulated cluster in {cluster.state_dir} is not running (head is gone); "
+            f"`tpuray local down` clears what is left"
+        )
     data = _status_data(cluster)
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
     console = Console(width=160, highlight=False)
-    console.print(f"stack {data['stack']}: Ray at {data['address']}, {data['pids']} processes, state {data['state_dir']}")
+    console.print(
+        f"stack {data['stack']}: Ray at {data['address']}, {data['pids']} processes, state {data['state_dir']}"
+    )
     for note in cluster.notes:
         console.print(f"[yellow]reduced:[/] {note}")
     table = Table(show_lines=False)
@@ -156,9 +197,15 @@ def run_status(args: argparse.Namespace) -> int:
     for s in data["slices"]:  # type: ignore[union-attr]
         for h in s["hosts"]:
             used = h["tpu_total"] - h["tpu_free"]
-            table.add_row(s["slice"], f"{s['generation']} {s['topology']}", s["market_type"], str(h["worker_id"]),
-                          "up" if h["alive"] else "[red]down[/]", f"{used:g}/{h['tpu_total']:g}",
-                          ", ".join(h["holders"]) or ("-" if not used else "a task or actor"))
+            table.add_row(
+                s["slice"],
+                f"{s['generation']} {s['topology']}",
+                s["market_type"],
+                str(h["worker_id"]),
+                "up" if h["alive"] else "[red]down[/]",
+                f"{used:g}/{h['tpu_total']:g}",
+                ", ".join(h["holders"]) or ("-" if not used else "a task or actor"),
+            )
     console.print(table)
     return 0
 
@@ -169,5 +216,7 @@ def run_down(args: argparse.Namespace) -> int:
     leftover = cluster.stop()
     if leftover:
         raise UserError(f"processes still running after SIGKILL: {', '.join(map(str, leftover))}")
-    Console(highlight=False).print(f"stopped {len(before)} processes of {cluster.state.name!r}; removed {cluster.state_dir}")
+    Console(highlight=False).print(
+        f"stopped {len(before)} processes of {cluster.state.name!r}; removed {cluster.state_dir}"
+    )
     return 0
