@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.conftest import mocked
 from tpuray import catalog, emulator
-from tpuray.config import load_stack
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,18 +22,23 @@ REPO = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------------------- plan
 
 
-def test_plan_full_size_follows_catalog() -> None:
-    stack = load_stack("dev")
-    plan = emulator.plan_slices(stack, max_hosts=100)
+def test_plan_emulates_every_rendered_tpu_worker_group_at_full_size() -> None:
+    run = mocked("dev")
+    plan = emulator.plan_slices(run, max_hosts=100)
     assert plan.notes == ()
-    expected = [(f"{p.name}-{i}", p.shape) for p in stack.slice_pools for i in range(p.slices)]
-    assert [s.name for s in plan.slices] == [name for name, _ in expected]
-    for spec, (_, shape) in zip(plan.slices, expected, strict=True):
+    expected = []
+    for workload, role in ((run.config.workloads.train, "train"), (run.config.workloads.serve, "serve")):
+        pool = run.config.pool(workload.pool)
+        for tier in pool.capacity:  # every tier's group, so fallbacks have somewhere to go
+            expected += [(f"{role}-{tier.kind.value}-{i}", pool.shape, tier) for i in range(pool.slices)]
+    assert sorted(s.name for s in plan.slices) == sorted(name for name, _, _ in expected)
+    by_name = {s.name: s for s in plan.slices}
+    for name, shape, tier in expected:
+        spec = by_name[name]
         assert (spec.hosts, spec.chips_per_host, spec.pod_type) == (shape.hosts, shape.chips_per_host, shape.pod_type)
         assert spec.head_resource == shape.head_resource
         assert spec.reduced_from is None
-    first = stack.slice_pools[0]
-    assert plan.slices[0].market_type == first.capacity[0].market_type
+        assert (spec.market_type, spec.tier) == (tier.market_type, tier.kind.value)
 
 
 def test_host_env_is_what_the_webhook_injects() -> None:
@@ -50,7 +55,7 @@ def test_host_env_is_what_the_webhook_injects() -> None:
 
 
 def test_plan_reduces_slices_then_topology() -> None:
-    prod = load_stack("prod")
+    prod = mocked("prod")
     full = emulator.plan_slices(prod, max_hosts=100)
     plan = emulator.plan_slices(prod, max_hosts=full.hosts - 1)
     assert plan.hosts <= full.hosts - 1
@@ -58,8 +63,8 @@ def test_plan_reduces_slices_then_topology() -> None:
     # Fewer slices first: every pool keeps its full topology while slices can still go.
     assert {s.topology for s in plan.slices} == {s.topology for s in full.slices}
 
-    tiny = emulator.plan_slices(load_stack("dev"), max_hosts=3)
-    assert tiny.hosts <= 3
+    tiny = emulator.plan_slices(mocked("dev"), max_hosts=4)
+    assert tiny.hosts <= 4
     reduced = [s for s in tiny.slices if s.reduced_from]
     assert reduced
     for spec in reduced:
@@ -74,9 +79,8 @@ def test_plan_reduces_slices_then_topology() -> None:
 
 
 def test_plan_too_small_is_a_clear_error() -> None:
-    stack = load_stack("dev")
-    with pytest.raises(emulator.EmulatorError, match="too small"):
-        emulator.plan_slices(stack, max_hosts=len(stack.slice_pools) - 1)
+    with pytest.raises(emulator.EmulatorError, match="too small: the stack has 4 TPU worker groups"):
+        emulator.plan_slices(mocked("dev"), max_hosts=3)
 
 
 def test_default_max_hosts_is_positive() -> None:
@@ -106,7 +110,7 @@ def local_env() -> Iterator[dict[str, str]]:
 
 @pytest.mark.slow
 def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> None:
-    up = _tpuray("local", "up", "dev", "--max-hosts", "3", env=local_env)
+    up = _tpuray("local", "up", "dev", "--max-hosts", "4", env=local_env)
     assert up.returncode == 0, up.stderr + up.stdout
     assert "reduced:" in up.stdout and "ready" in up.stdout
     state_dir = Path(local_env[emulator.LOCAL_DIR_ENV]) / "dev"
@@ -116,7 +120,7 @@ def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> No
     assert pids and all(psutil.pid_exists(p) for p in pids)
     assert not psutil.pid_exists(cluster.state.launcher_pid)  # the launcher exits; the nodes outlive it
 
-    again = _tpuray("local", "up", "dev", "--max-hosts", "3", env=local_env)
+    again = _tpuray("local", "up", "dev", "--max-hosts", "4", env=local_env)
     assert again.returncode == 2 and "already running" in again.stderr
 
     status = _tpuray("local", "status", "dev", "--json", env=local_env)
@@ -125,7 +129,7 @@ def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> No
     assert [s["slice"] for s in data["slices"]] == [s.name for s in cluster.slices]
     assert all(h["alive"] and h["tpu_free"] == h["tpu_total"] for s in data["slices"] for h in s["hosts"])
     table = _tpuray("local", "status", env=local_env)
-    assert table.returncode == 0 and "v6e-dev-0" in table.stdout
+    assert table.returncode == 0 and "train-spot-0" in table.stdout
 
     # A preempted host: its processes go, the rest of the cluster stays.
     first = cluster.slices[0]

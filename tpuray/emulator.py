@@ -37,8 +37,8 @@ from typing import Any
 
 import psutil
 
-from tpuray import catalog
-from tpuray.config import StackConfig
+from tpuray import catalog, labels
+from tpuray.mockrun import StackRun
 
 STATE_FILE = "state.json"
 LOCAL_DIR_ENV = "TPURAY_LOCAL_DIR"
@@ -49,9 +49,7 @@ HOST_OBJECT_STORE_BYTES = 100 * 2**20
 HEAD_OBJECT_STORE_BYTES = 200 * 2**20
 HOST_CPUS = 2  # logical: room for one Train worker plus a Data task per host
 
-LABEL_GENERATION = "tpuray.io/generation"
-LABEL_POOL = "tpuray.io/pool"
-LABEL_ROLE = "tpuray.io/role"
+LABEL_ROLE = "tpuray.dev/role"  # head | tpu-host: emulator bookkeeping, not on GKE
 
 # Environment every emulated node gets. RAY_AUTH_MODE is explicit: Ray 2.60 turns token
 # auth on after any ray.init() that starts a local cluster, after which nodes without
@@ -84,12 +82,14 @@ class SliceSpec:
     chips_per_host: int
     pod_type: str
     ray_accelerator_type: str
-    market_type: str  # ray.io/market-type of the pool's first capacity tier
+    market_type: str  # ray.io/market-type of the worker group (its capacity tier)
     reduced_from: str | None = None  # "4x4" when emulated at a smaller topology
+    tier: str = ""  # tpuray.dev/capacity-tier of the worker group
 
     @classmethod
     def from_shape(
-        cls, name: str, pool: str, shape: catalog.SliceShape, market_type: str, reduced_from: str | None = None
+        cls, name: str, pool: str, shape: catalog.SliceShape, market_type: str, reduced_from: str | None = None,
+        tier: str = "",
     ) -> SliceSpec:
         return cls(
             name=name,
@@ -102,6 +102,7 @@ class SliceSpec:
             ray_accelerator_type=shape.ray_accelerator_type,
             market_type=market_type,
             reduced_from=reduced_from,
+            tier=tier,
         )
 
     @property
@@ -133,7 +134,11 @@ class SliceSpec:
         return env
 
     def host_labels(self) -> dict[str, str]:
-        return {LABEL_GENERATION: self.generation, LABEL_POOL: self.pool}
+        """The worker group's own Ray labels (market type arrives through RAY_NODE_MARKET_TYPE)."""
+        found = {labels.GENERATION: self.generation, labels.SLICE_POOL: self.pool}
+        if self.tier:
+            found[labels.CAPACITY_TIER] = self.tier
+        return found
 
 
 @dataclass(frozen=True)
@@ -161,19 +166,60 @@ def _smaller_shape(shape: catalog.SliceShape) -> catalog.SliceShape | None:
     return max(smaller, key=lambda s: (s.hosts, s.chips))  # max keeps the first of equals
 
 
-def plan_slices(stack: StackConfig, max_hosts: int | None = None) -> Plan:
-    """The slices to emulate for a stack, reduced to fit `max_hosts` hosts.
+@dataclass(frozen=True)
+class TpuGroup:
+    """One TPU worker group of a rendered KubeRay object: what GKE would run for it."""
 
+    name: str  # groupName; TPU_NAME of its replicas is <name>-<replica index>
+    pool: str
+    shape: catalog.SliceShape
+    max_slices: int  # maxReplicas: fallback groups start empty but may be scaled up
+    market_type: str
+    tier: str
+
+
+def tpu_groups(run: StackRun) -> list[TpuGroup]:
+    """The TPU worker groups of every RayJob, RayService and RayCluster the stack renders."""
+    groups = []
+    for resource in run.kubernetes_objects():
+        manifest = resource.manifest()
+        if manifest.get("kind") not in labels.RAY_KINDS:
+            continue
+        for group in labels.ray_cluster_spec(manifest).get("workerGroupSpecs", []):
+            pod = group["template"]["spec"]
+            selector = pod.get("nodeSelector", {})
+            chips = pod["containers"][0]["resources"]["limits"].get(labels.TPU_RESOURCE)
+            if chips is None:
+                continue
+            shape = catalog.by_gke_labels(selector[labels.GKE_TPU_ACCELERATOR], selector[labels.GKE_TPU_TOPOLOGY],
+                                          int(chips))
+            group_labels = group.get("labels", {})
+            groups.append(TpuGroup(
+                name=group["groupName"], pool=group_labels.get(labels.SLICE_POOL, group["groupName"]), shape=shape,
+                max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
+                market_type=group_labels.get(labels.MARKET_TYPE, "on-demand"),
+                tier=group_labels.get(labels.CAPACITY_TIER, ""),
+            ))
+    return groups
+
+
+def plan_slices(run: StackRun, max_hosts: int | None = None) -> Plan:
+    """The slices to emulate for a stack's rendered worker groups, reduced to fit `max_hosts`.
+
+    Every group gets its maxReplicas slices, so fallback tiers exist to fall back to.
     Reduction order keeps what matters for scheduling as long as possible: first fewer
-    slices per pool (down to one), then a smaller topology of the same generation
-    (preferring one that is still multi-host). Every pool keeps at least one slice."""
+    slices per group (down to one), then a smaller topology of the same generation
+    (preferring one that is still multi-host). Every group keeps at least one slice."""
+    groups = tpu_groups(run)
+    if not groups:
+        raise EmulatorError(f"stack {run.stack!r} renders no TPU worker group: nothing to emulate")
     limit = default_max_hosts() if max_hosts is None else max_hosts
-    if limit < len(stack.slice_pools):
+    if limit < len(groups):
         raise EmulatorError(
-            f"--max-hosts {limit} is too small: the stack has {len(stack.slice_pools)} slice pools "
+            f"--max-hosts {limit} is too small: the stack has {len(groups)} TPU worker groups "
             "and each needs at least one emulated host"
         )
-    state = {p.name: [p.shape, p.slices] for p in stack.slice_pools}
+    state = {g.name: [g.shape, g.max_slices] for g in groups}
 
     def total() -> int:
         return sum(shape.hosts * n for shape, n in state.values())
@@ -191,18 +237,20 @@ def plan_slices(stack: StackConfig, max_hosts: int | None = None) -> Plan:
         state[name][0] = _smaller_shape(state[name][0])
     notes = []
     slices: list[SliceSpec] = []
-    for pool in stack.slice_pools:
-        shape, n = state[pool.name]
-        full = pool.shape
-        if (shape, n) != (full, pool.slices):
+    for group in groups:
+        shape, n = state[group.name]
+        full = group.shape
+        if (shape, n) != (full, group.max_slices):
             notes.append(
-                f"{pool.name}: {pool.slices} x {full.generation} {full.topology} ({_hosts(pool.slices * full.hosts)}) "
-                f"emulated as {n} x {shape.topology} ({_hosts(n * shape.hosts)} of {shape.chips_per_host} chips) "
-                f"to fit --max-hosts {limit}"
+                f"{group.name}: {group.max_slices} x {full.generation} {full.topology} "
+                f"({_hosts(group.max_slices * full.hosts)}) emulated as {n} x {shape.topology} "
+                f"({_hosts(n * shape.hosts)} of {shape.chips_per_host} chips) to fit --max-hosts {limit}"
             )
         reduced = full.topology if shape.topology != full.topology or shape.hosts != full.hosts else None
-        market = pool.capacity[0].market_type
-        slices += [SliceSpec.from_shape(f"{pool.name}-{i}", pool.name, shape, market, reduced) for i in range(n)]
+        slices += [
+            SliceSpec.from_shape(f"{group.name}-{i}", group.pool, shape, group.market_type, reduced, group.tier)
+            for i in range(n)
+        ]
     return Plan(tuple(slices), limit, tuple(notes))
 
 
@@ -418,7 +466,7 @@ class EmulatedCluster:
     @classmethod
     def start(
         cls,
-        stack: StackConfig | Sequence[SliceSpec] | Plan,
+        stack: StackRun | Sequence[SliceSpec] | Plan,
         *,
         max_hosts: int | None = None,
         state_dir: str | Path | None = None,
@@ -430,11 +478,11 @@ class EmulatedCluster:
     ) -> EmulatedCluster:
         """Start a head plus one raylet per emulated TPU host on 127.0.0.1.
 
-        `stack` is a StackConfig (planned with `plan_slices` and `max_hosts`), a Plan, or
+        `stack` is a mocked StackRun (planned with `plan_slices` and `max_hosts`), a Plan, or
         explicit SliceSpecs. With `detach=False` the nodes die with this process."""
         if isinstance(stack, Plan):
             plan = stack
-        elif isinstance(stack, StackConfig):
+        elif isinstance(stack, StackRun):
             plan = plan_slices(stack, max_hosts)
             name = name or stack.stack
         else:

@@ -19,19 +19,19 @@ import yaml
 
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
-from tpuray import catalog
+from tpuray import catalog, labels
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig, StackConfig, TierKind
 from tpuray.shared import REPO_ROOT
 
 KSA_NAME = "ray-workload"
-ACCELERATOR_SELECTOR = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_SELECTOR = "cloud.google.com/gke-tpu-topology"
-TPU_RESOURCE = "google.com/tpu"
-POOL_LABEL = "tpuray.dev/slice-pool"
-GENERATION_LABEL = "tpuray.dev/generation"
-MARKET_LABEL = "ray.io/market-type"
-TIER_LABEL = "tpuray.dev/capacity-tier"
+ACCELERATOR_SELECTOR = labels.GKE_TPU_ACCELERATOR
+TOPOLOGY_SELECTOR = labels.GKE_TPU_TOPOLOGY
+TPU_RESOURCE = labels.TPU_RESOURCE
+POOL_LABEL = labels.SLICE_POOL
+GENERATION_LABEL = labels.GENERATION
+MARKET_LABEL = labels.MARKET_TYPE
+TIER_LABEL = labels.CAPACITY_TIER
 # Python packages the apps need on top of the -tpu image (which carries jax[tpu]).
 APP_PACKAGES = ("optax",)
 
@@ -305,7 +305,7 @@ class RayWorkloads(pulumi.ComponentResource):
         gcp_opts = pulumi.ResourceOptions(parent=self)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         ns = wl.namespace
-        labels = {"app.kubernetes.io/managed-by": "tpuray", "app.kubernetes.io/part-of": cfg.cluster.name}
+        object_labels = {"app.kubernetes.io/managed-by": "tpuray", "app.kubernetes.io/part-of": cfg.cluster.name}
 
         # Pods reach GCS (data, checkpoints, code) as this GSA, through Workload Identity.
         gsa = gcp.serviceaccount.Account(
@@ -338,7 +338,7 @@ class RayWorkloads(pulumi.ComponentResource):
             )
 
         namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": ns, "labels": labels}, opts=k8s_opts
+            f"{name}-ns", metadata={"name": ns, "labels": object_labels}, opts=k8s_opts
         )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         k8s.core.v1.ServiceAccount(
@@ -346,7 +346,7 @@ class RayWorkloads(pulumi.ComponentResource):
             metadata={
                 "name": KSA_NAME,
                 "namespace": ns,
-                "labels": labels,
+                "labels": object_labels,
                 "annotations": {"iam.gke.io/gcp-service-account": gsa.email},
             },
             opts=in_ns,
@@ -357,7 +357,7 @@ class RayWorkloads(pulumi.ComponentResource):
                 f"{name}-{object_name}",
                 api_version="ray.io/v1",
                 kind=kind,
-                metadata={"name": object_name, "namespace": ns, "labels": labels},
+                metadata={"name": object_name, "namespace": ns, "labels": object_labels},
                 spec=spec,
                 opts=in_ns,
             )

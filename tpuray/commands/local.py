@@ -18,7 +18,7 @@ from rich.table import Table
 
 from tpuray import emulator
 from tpuray.cli import UserError
-from tpuray.config import load_stack
+from tpuray.mockrun import run_stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def _find(stack: str | None) -> emulator.EmulatedCluster:
 
 def run_up(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
-    stack = load_stack(args.stack)
+    stack = run_stack(args.stack)  # the rendered objects: what GKE would run
     if args.max_hosts is not None and args.max_hosts < 1:
         raise UserError(f"--max-hosts {args.max_hosts} is invalid; it must be at least 1")
     try:

@@ -1,0 +1,25 @@
+"""Label keys shared by the rendered KubeRay objects, the emulator and the apps' selectors."""
+
+# Ray node labels on TPU worker groups (workerGroupSpecs[].labels).
+MARKET_TYPE = "ray.io/market-type"  # Ray's own key: spot | on-demand
+CAPACITY_TIER = "tpuray.dev/capacity-tier"  # spot | reservation | on-demand | flex-start
+SLICE_POOL = "tpuray.dev/slice-pool"
+GENERATION = "tpuray.dev/generation"  # v4 | v5e | v5p | v6e | tpu7x
+
+# Kubernetes node selectors.
+GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+COMPUTE_CLASS = "cloud.google.com/compute-class"
+TPU_RESOURCE = "google.com/tpu"
+
+RAY_KINDS = ("RayJob", "RayService", "RayCluster")
+
+
+def ray_cluster_spec(manifest: dict) -> dict:
+    """The RayCluster spec inside any KubeRay object."""
+    spec = manifest.get("spec") or {}
+    if manifest.get("kind") == "RayJob":
+        return spec.get("rayClusterSpec") or {}
+    if manifest.get("kind") == "RayService":
+        return spec.get("rayClusterConfig") or {}
+    return spec
