@@ -1,0 +1,263 @@
+"""The Ray Serve application: one builder, two backends.
+
+Serve config (RayService serveConfigV2 or `serve run`):
+    applications:
+      - name: tpuray
+        route_prefix: /
+        import_path: ray_apps.serve:build_app
+        args: {backend: checkpoint, checkpoint_uri: gs://bucket/runs/NAME}
+    or  args: {backend: llm, model_id: ..., model_source: ..., accelerator_type: TPU-V6E,
+               topology: 4x4, hosts_per_slice: 4, chips_per_host: 4, replicas: 1}
+
+Backends:
+- checkpoint: serves the MLP trained by ray_apps.train from its checkpoint (a checkpoint
+  directory, or a run directory: the latest complete checkpoint is used). CPU only, numpy
+  forward pass, so it runs anywhere, including next to training on TPU hosts.
+    POST /predict  {"instances": [[sqft, rooms, age_years, distance_km, income_k], ...]}
+               ->  {"predictions": [price_k, ...], "model_step": N, "model_id": "..."}
+    GET  /healthz  ->  {"status": "ok", "backend": "checkpoint", "model_id": ..., "model_step": N}
+- llm: Ray Serve LLM (vLLM on TPU) with accelerator_type and a TPU topology so each replica
+  is gang-placed on one whole slice; OpenAI-compatible routes (/v1/chat/completions ...).
+  Needs vLLM: without it the builder fails with a one-paragraph message.
+
+CLI:
+    python -m ray_apps.serve --backend checkpoint --checkpoint-uri URI [--host 127.0.0.1] [--port 8000]
+    python -m ray_apps.serve --backend llm --model-id M --model-source S --accelerator-type TPU-V6E \
+        --topology 4x4 --hosts-per-slice 4 --chips-per-host 4 [--print-config]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Literal
+
+import numpy as np
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from ray import serve
+
+from ray_apps import checkpoints, features, llm
+
+IMPORT_PATH = "ray_apps.serve:build_app"
+MAX_INSTANCES = 1024
+
+
+# ---------------------------------------------------------------- HTTP schema
+
+
+class PredictRequest(BaseModel):
+    """POST /predict body: raw feature rows in features.RAW_COLUMNS order."""
+
+    model_config = ConfigDict(extra="forbid")
+    instances: list[list[float]] = Field(min_length=1, max_length=MAX_INSTANCES)
+
+    @field_validator("instances")
+    @classmethod
+    def _rows_have_all_features(cls, rows: list[list[float]]) -> list[list[float]]:
+        width = len(features.RAW_COLUMNS)
+        for i, row in enumerate(rows):
+            if len(row) != width:
+                raise ValueError(f"instance {i} has {len(row)} values; expected {width}: {list(features.RAW_COLUMNS)}")
+            if not all(math.isfinite(v) for v in row):
+                raise ValueError(f"instance {i} has a non-finite value")
+        return rows
+
+
+class PredictResponse(BaseModel):
+    predictions: list[float]
+    model_step: int
+    model_id: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    backend: Literal["checkpoint"] = "checkpoint"
+    model_id: str
+    model_step: int
+
+
+# ---------------------------------------------------------------- builder arguments
+
+
+class AppArgs(BaseModel):
+    """The args of build_app (a Serve config's `args`). Unknown keys are rejected so a typo
+    fails the deploy instead of silently using a default."""
+
+    model_config = ConfigDict(extra="forbid")
+    backend: Literal["checkpoint", "llm"] = "checkpoint"
+    model_id: str = "tpuray-mlp"
+    replicas: int = Field(default=1, ge=1)
+    # checkpoint backend
+    checkpoint_uri: str | None = None
+    num_cpus: float = Field(default=1.0, gt=0)
+    # On emulated/real TPU hosts: where the CPU replica may run, e.g.
+    # {"ray.io/accelerator-type": "TPU-V6E"} or {"ray.io/tpu-slice-name": "!slice-0"}.
+    label_selector: dict[str, str] | None = None
+    # llm backend (values from the catalog)
+    model_source: str | None = None
+    accelerator_type: str | None = None
+    topology: str | None = None
+    hosts_per_slice: int | None = Field(default=None, ge=1)
+    chips_per_host: int | None = Field(default=None, ge=1)
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> AppArgs:
+        if self.backend == "checkpoint" and not self.checkpoint_uri:
+            raise ValueError("backend=checkpoint needs checkpoint_uri (a checkpoint or run directory)")
+        if self.backend == "llm":
+            missing = [
+                n
+                for n in ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
+                if getattr(self, n) is None
+            ]
+            if missing:
+                raise ValueError(f"backend=llm needs {', '.join(missing)} (from the TPU catalog)")
+        return self
+
+
+# ---------------------------------------------------------------- checkpoint backend
+
+api = FastAPI(title="tpuray checkpoint model", version="1")
+
+
+@serve.deployment(name="checkpoint-model")
+@serve.ingress(api)
+class CheckpointModel:
+    def __init__(self, checkpoint_uri: str, model_id: str) -> None:
+        from ray_apps import model
+
+        found = checkpoints.find_latest(checkpoint_uri)
+        if found is None:
+            raise FileNotFoundError(f"no complete checkpoint at {checkpoint_uri}")
+        state = model.load_checkpoint(checkpoints.fetch(found[0]))
+        self._apply = model.apply
+        self.params = state.params
+        self.stats = state.stats
+        self.step = state.step
+        self.model_id = model_id
+
+    def predict_array(self, instances: list[list[float]]) -> list[float]:
+        x = features.instances_to_features(instances, self.stats)
+        # numpy forward pass: no JAX backend in the replica, so it never claims TPU chips.
+        y = self._apply(self.params, x, xp=np)
+        return features.denormalise_target(y, self.stats).tolist()
+
+    @api.post("/predict", response_model=PredictResponse)
+    def predict(self, request: PredictRequest) -> PredictResponse:
+        try:
+            predictions = self.predict_array(request.instances)
+        except ValueError as e:  # e.g. sqft <= 0: valid JSON, invalid house
+            raise HTTPException(status_code=422, detail=str(e)) from None
+        return PredictResponse(predictions=predictions, model_step=self.step, model_id=self.model_id)
+
+    @api.get("/healthz", response_model=HealthResponse)
+    def healthz(self) -> HealthResponse:
+        return HealthResponse(model_id=self.model_id, model_step=self.step)
+
+
+def checkpoint_actor_options(args: AppArgs) -> dict[str, Any]:
+    options: dict[str, Any] = {"num_cpus": args.num_cpus}
+    if args.label_selector:
+        options["label_selector"] = dict(args.label_selector)
+    return options
+
+
+# ---------------------------------------------------------------- builder
+
+
+def llm_config_from_args(args: AppArgs) -> Any:
+    assert args.accelerator_type and args.topology and args.hosts_per_slice and args.chips_per_host
+    return llm.build_llm_config(
+        model_id=args.model_id,
+        model_source=args.model_source,
+        accelerator_type=args.accelerator_type,
+        topology=args.topology,
+        hosts_per_slice=args.hosts_per_slice,
+        chips_per_host=args.chips_per_host,
+        replicas=args.replicas,
+        engine_kwargs=args.engine_kwargs,
+    )
+
+
+def build_app(args: dict[str, Any]) -> Any:
+    """Serve application builder (import_path ray_apps.serve:build_app)."""
+    parsed = AppArgs.model_validate(args or {})
+    if parsed.backend == "llm":
+        return llm.build_openai_app(llm_config_from_args(parsed))
+    return CheckpointModel.options(
+        num_replicas=parsed.replicas, ray_actor_options=checkpoint_actor_options(parsed)
+    ).bind(parsed.checkpoint_uri, parsed.model_id)
+
+
+def serve_config_entry(args: dict[str, Any], name: str = "tpuray", route_prefix: str = "/") -> dict[str, Any]:
+    """The Serve config `applications` entry for these args (validated here first).
+
+    For llm this is Ray's own OpenAI app with the validated LLMConfig, so the cluster image
+    needs vLLM but not ray_apps; for checkpoint it points at build_app.
+    """
+    parsed = AppArgs.model_validate(args)
+    if parsed.backend == "llm":
+        return llm.openai_app_entry(llm_config_from_args(parsed), name=name, route_prefix=route_prefix)
+    return {
+        "name": name,
+        "route_prefix": route_prefix,
+        "import_path": IMPORT_PATH,
+        "args": parsed.model_dump(exclude_defaults=True),
+    }
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, Any]]:
+    p = argparse.ArgumentParser(prog="python -m ray_apps.serve", description=__doc__.split("\n")[0])
+    p.add_argument("--backend", choices=("checkpoint", "llm"), default="checkpoint")
+    p.add_argument("--checkpoint-uri")
+    p.add_argument("--model-id")
+    p.add_argument("--model-source")
+    p.add_argument("--accelerator-type")
+    p.add_argument("--topology")
+    p.add_argument("--hosts-per-slice", type=int)
+    p.add_argument("--chips-per-host", type=int)
+    p.add_argument("--replicas", type=int)
+    p.add_argument("--label-selector", type=json.loads, help='JSON, e.g. {"ray.io/accelerator-type": "TPU-V6E"}')
+    p.add_argument("--host", default="127.0.0.1", help="HTTP proxy bind address")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
+    p.add_argument("--print-config", action="store_true", help="print the Serve config entry and exit")
+    ns = p.parse_args(argv)
+    app_keys = (
+        "backend checkpoint_uri model_id model_source accelerator_type topology hosts_per_slice "
+        "chips_per_host replicas label_selector"
+    ).split()
+    app_args = {k: getattr(ns, k) for k in app_keys if getattr(ns, k) is not None}
+    return ns, app_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pydantic import ValidationError
+
+    ns, app_args = parse_args(argv)
+    try:
+        if ns.print_config:
+            print(json.dumps(serve_config_entry(app_args), indent=2))
+            return 0
+        app = build_app(app_args)
+    except (ValidationError, ValueError, llm.LLMBackendUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from ray_apps.runtime import ensure_ray
+
+    ensure_ray(ns.address)
+    serve.start(http_options={"host": ns.host, "port": ns.port})
+    print(f"serving backend={app_args['backend']} on http://{ns.host}:{ns.port}/ (Ctrl-C to stop)")
+    serve.run(app, name="tpuray", route_prefix="/", blocking=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""Ray Train v2 JaxTrainer program: the MLP of ray_apps.model on the ray_apps.data pipeline.
+
+CLI (the RayJob entrypoint the Pulumi program renders; hosts/chips come from the catalog):
+    python -m ray_apps.train --accelerator-type TPU-V6E --topology 4x4 --hosts-per-slice 4 \
+        --chips-per-host 4 --slices 1 --steps 200 --checkpoint-every 20 \
+        --data-uri gs://b/data --storage-uri gs://b/runs --run-name NAME --max-failures 3 \
+        --device {tpu,emulated,cpu}
+
+Devices:
+- tpu:      ScalingConfig(use_tpu=True, topology, accelerator_type,
+            num_workers=hosts_per_slice*slices, resources_per_worker={"TPU": chips_per_host}).
+- emulated: the same request on raylets that look like GKE TPU hosts (see the local
+            emulator), with JAX on CPU and gloo collectives in the workers.
+- cpu:      plain Ray, use_tpu=False, num_workers=hosts_per_slice*slices, JAX on CPU; the
+            program itself brings up jax.distributed (gloo) because JaxTrainer only does so
+            for TPU/GPU.
+
+Checkpoints every --checkpoint-every steps under <storage-uri>/<run-name>/checkpoint_step_N
+(see ray_apps.model for the files). Running again with the same run name, or a restart by
+FailureConfig(max_failures), resumes from the latest checkpoint at its step + 1. Each
+checkpoint carries the per-step history (step, loss, attempt) and the attempts list, so a
+test can prove no step ran twice in the persisted history and no step is missing.
+
+Output: per-window lines 'step N loss L samples/s S' and one final
+'TPURAY_RESULT {json}' line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ray_apps import checkpoints
+from ray_apps.runtime import ensure_ray, filesystem, join
+
+Device = Literal["tpu", "emulated", "cpu"]
+DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")
+RESULT_PREFIX = "TPURAY_RESULT "
+DATASET_NAME = "train"
+
+
+@dataclass
+class TrainArgs:
+    data_uri: str
+    storage_uri: str
+    run_name: str
+    device: Device = "tpu"
+    accelerator_type: str | None = None
+    topology: str | None = None
+    hosts_per_slice: int = 1
+    chips_per_host: int = 0
+    slices: int = 1
+    steps: int = 200
+    checkpoint_every: int = 20
+    max_failures: int = 3
+    batch_size: int = 64  # per host; a multiple of the chips per host on TPU
+    learning_rate: float = 1e-2
+    hidden: tuple[int, ...] = (32, 32)
+    seed: int = 0
+    data_format: str | None = None
+    fail_once_at_step: int | None = None  # fault injection for restart tests
+    address: str | None = None
+
+    def validate(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.device in ("tpu", "emulated"):
+            missing = [n for n in ("accelerator_type", "topology") if not getattr(self, n)] + (
+                ["chips_per_host"] if self.chips_per_host <= 0 else []
+            )
+            if missing:
+                raise ValueError(f"device={self.device} needs {', '.join('--' + m.replace('_', '-') for m in missing)}")
+            if self.batch_size % self.chips_per_host and self.device == "tpu":
+                # iter_jax_batches shards each host's batch over its local devices (chips).
+                raise ValueError(
+                    f"--batch-size {self.batch_size} must be a multiple of --chips-per-host {self.chips_per_host}"
+                )
+        if self.hosts_per_slice < 1 or self.slices < 1:
+            raise ValueError("--hosts-per-slice and --slices must be >= 1")
+        if self.steps < 1 or self.checkpoint_every < 1 or self.batch_size < 1:
+            raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
+
+    @property
+    def num_workers(self) -> int:
+        # One Train worker per TPU VM host; on cpu the same count of plain workers.
+        return self.hosts_per_slice * self.slices
+
+    @property
+    def run_uri(self) -> str:
+        return join(storage_path(self.storage_uri), self.run_name)
+
+
+def storage_path(uri: str) -> str:
+    # Ray Train wants an absolute local path or a URI.
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def worker_env(device: Device) -> dict[str, str]:
+    """Environment of the Train workers.
+
+    On real TPU hosts JaxConfig sets JAX_PLATFORMS=tpu itself. Emulated hosts and cpu runs
+    must keep JAX on the CPU and use gloo for cross-process collectives (the default CPU
+    client has none, so the data-parallel gradient all-reduce would fail).
+    """
+    if device == "tpu":
+        return {}
+    return {"JAX_PLATFORMS": "cpu", "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo"}
+
+
+def build_scaling_config(args: TrainArgs) -> Any:
+    from ray.train import ScalingConfig
+
+    if args.device == "cpu":
+        return ScalingConfig(num_workers=args.num_workers, use_tpu=False, resources_per_worker={"CPU": 1})
+    return ScalingConfig(
+        num_workers=args.num_workers,
+        use_tpu=True,
+        topology=args.topology,
+        accelerator_type=args.accelerator_type,
+        resources_per_worker={"TPU": args.chips_per_host},
+    )
+
+
+def build_run_config(args: TrainArgs) -> Any:
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
+
+    return RunConfig(
+        name=args.run_name,
+        storage_path=storage_path(args.storage_uri),
+        failure_config=FailureConfig(max_failures=args.max_failures),
+        # Keep a few: Serve and resumption only need the latest; older ones help debugging.
+        checkpoint_config=CheckpointConfig(num_to_keep=5),
+        worker_runtime_env={"env_vars": worker_env(args.device)},
+    )
+
+
+def loop_config(args: TrainArgs, stats: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "device": args.device,
+        "steps": args.steps,
+        "checkpoint_every": args.checkpoint_every,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "hidden": list(args.hidden),
+        "seed": args.seed,
+        "stats": stats,
+        "fail_once_marker": (
+            join(args.run_uri, f".fail_once_at_step_{args.fail_once_at_step}") if args.fail_once_at_step else None
+        ),
+        "fail_once_at_step": args.fail_once_at_step,
+    }
+
+
+# ---------------------------------------------------------------- inside the Train workers
+
+
+def _init_cpu_distributed(rank: int, world: int) -> None:
+    """jax.distributed over gloo for device=cpu (JaxTrainer skips it when use_tpu=False)."""
+    import jax
+    import ray
+    from ray.train.collective import broadcast_from_rank_zero
+
+    address = None
+    if rank == 0:
+        ip = ray.util.get_node_ip_address()
+        with socket.socket() as s:  # a free port for the coordinator service
+            s.bind((ip, 0))
+            address = f"{ip}:{s.getsockname()[1]}"
+    address = broadcast_from_rank_zero(address)
+    jax.distributed.initialize(coordinator_address=address, num_processes=world, process_id=rank)
+
+
+def _maybe_inject_failure(config: dict[str, Any], step: int, rank: int) -> None:
+    """Fail once at the configured step (the marker file in storage makes it once per run)."""
+    if rank != 0 or config.get("fail_once_at_step") != step:
+        return
+    fs, path = filesystem(config["fail_once_marker"])
+    import pyarrow.fs as pafs
+
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        return
+    with fs.open_output_stream(path) as out:
+        out.write(str(step).encode())
+    raise RuntimeError(f"tpuray: injected failure at step {step} (fail_once_at_step)")
+
+
+def _epochs(shard: Any, batch_size: int, iterate: Any) -> Iterator[tuple[int, Any]]:
+    """(epoch, batch) forever: steps, not epochs, bound the run, so re-iterate the shard.
+
+    Every rank gets the same number of full batches per epoch (streaming_split(equal=True)
+    plus drop_last), so all ranks start a new epoch at the same step.
+    """
+    epoch = 0
+    while True:
+        epoch += 1
+        empty = True
+        for batch in iterate(shard, batch_size):
+            empty = False
+            yield epoch, batch
+        if empty:
+            raise ValueError(f"the dataset shard has fewer than batch_size={batch_size} rows")
+
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    # JAX is imported here, not at module level: on TPU hosts the process that imports JAX
+    # first claims the chips, and the driver must never do that.
+    import jax
+    import numpy as np
+    import ray.train
+    from jax.sharding import NamedSharding, PartitionSpec
+    from ray.train import Checkpoint
+
+    from ray_apps import data as data_lib
+    from ray_apps import model as m
+    from ray_apps.features import FeatureStats
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    # First, before anything touches a JAX backend: the shard call waits until every rank has
+    # asked (one streaming_split for all), while creating the JAX client of a distributed run
+    # waits until every rank has created its own. A rank blocked in one of them while another
+    # waits in the other never returns.
+    shard = ray.train.get_dataset_shard(DATASET_NAME)
+    own_distributed = config["device"] == "cpu" and world > 1
+    if own_distributed:
+        _init_cpu_distributed(rank, world)
+    model_config = m.ModelConfig(
+        hidden=tuple(config["hidden"]), learning_rate=config["learning_rate"], seed=config["seed"]
+    )
+    optimizer = m.make_optimizer(model_config)
+    restored = ray.train.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as d:
+            state = m.load_checkpoint(d)
+        resumed_from: int | None = state.step
+    else:
+        state = m.TrainingState(
+            step=0,
+            params=m.init_params(model_config),
+            opt_state_leaves=None,
+            model_config=model_config,
+            stats=FeatureStats.from_dict(config["stats"]),
+        )
+        resumed_from = None
+    attempt = len(state.attempts) + 1
+    state.attempts.append({"attempt": attempt, "start_step": state.step + 1, "resumed_from": resumed_from})
+    if rank == 0:
+        print(
+            f"[rank0] attempt {attempt}: start at step {state.step + 1} (resumed_from={resumed_from}), world={world}, devices={jax.device_count()}"
+        )
+
+    train_step = m.make_train_step(optimizer)
+    global_batch = config["batch_size"] * jax.process_count()
+    params = opt_state = None
+    batches = _epochs(shard, config["batch_size"], data_lib.iterate)
+    window_t0, window_first = time.perf_counter(), state.step + 1
+    loss_value = float("nan")
+
+    while state.step < config["steps"]:
+        epoch, batch = next(batches)
+        if params is None:
+            # Replicate params/optimizer state on the mesh Ray Data shards batches over,
+            # so jit sees one mesh and inserts the gradient all-reduce.
+            replicated = NamedSharding(batch["x"].sharding.mesh, PartitionSpec())
+
+            def put(a: Any, sharding: NamedSharding = replicated) -> Any:
+                host = np.asarray(a)
+                return jax.make_array_from_callback(host.shape, sharding, lambda idx, h=host: h[idx])
+
+            params = jax.tree_util.tree_map(put, state.params)
+            opt_state = jax.tree_util.tree_map(put, state.opt_state(optimizer))
+        params, opt_state, loss = train_step(params, opt_state, batch["x"], batch["y"])
+        state.step += 1
+        loss_value = float(loss)
+        state.history.append({"step": state.step, "loss": loss_value, "attempt": attempt})
+        _maybe_inject_failure(config, state.step, rank)
+
+        if state.step % config["checkpoint_every"] == 0 or state.step == config["steps"]:
+            elapsed = time.perf_counter() - window_t0
+            n_steps = state.step - window_first + 1
+            metrics = {
+                "step": state.step,
+                "loss": loss_value,
+                "samples_per_s": global_batch * n_steps / elapsed if elapsed > 0 else 0.0,
+                "window": [window_first, state.step],
+                "epoch": epoch,
+                "attempt": attempt,
+            }
+            name = checkpoints.checkpoint_dir_name(state.step)
+            if rank == 0:
+                print(f"step {state.step} loss {loss_value:.5f} samples/s {metrics['samples_per_s']:.0f}", flush=True)
+                state.params = m.to_host(params)
+                with tempfile.TemporaryDirectory(prefix="tpuray-ckpt-") as tmp:
+                    m.save_checkpoint(tmp, state, opt_state)
+                    ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp), checkpoint_dir_name=name)
+            else:
+                ray.train.report(metrics, checkpoint_dir_name=name)
+            window_t0, window_first = time.perf_counter(), state.step + 1
+
+    if own_distributed:
+        # Only on success: shutdown is a barrier over all ranks. After an error the other
+        # ranks sit in the step's all-reduce waiting for this one, so a shutdown here would
+        # hang until the barrier times out (minutes) instead of letting Ray Train see the
+        # error, kill the worker group and restart it from the latest checkpoint.
+        jax.distributed.shutdown()
+
+
+# ---------------------------------------------------------------- driver
+
+
+def run(args: TrainArgs) -> dict[str, Any]:
+    """Fit and return the summary (what the CLI prints after 'TPURAY_RESULT ')."""
+    from ray.train.v2.jax import JaxTrainer
+
+    from ray_apps import data as data_lib
+    from ray_apps import model as m
+
+    args.validate()
+    # A local cluster needs logical CPUs beyond the Train workers, or the Ray Data read
+    # tasks that feed them never get scheduled (2 workers on a 2-core machine hang).
+    ensure_ray(args.address, num_cpus=max(os.cpu_count() or 1, args.num_workers + 2))
+    latest = checkpoints.find_latest(args.run_uri)
+    stats = None
+    if latest is not None:
+        # Resuming: normalise with the stats the model was trained with, not refitted ones.
+        meta_dir = checkpoints.fetch(latest[0])
+        stats = m.load_checkpoint(meta_dir).stats
+        print(f"resuming run {args.run_name} from {latest[0]} (step {latest[1]})")
+    ds, stats = data_lib.build_dataset(args.data_uri, args.data_format, stats)  # type: ignore[arg-type]
+    trainer = JaxTrainer(
+        train_loop_per_worker,
+        train_loop_config=loop_config(args, stats.to_dict()),
+        scaling_config=build_scaling_config(args),
+        run_config=build_run_config(args),
+        datasets={DATASET_NAME: ds},
+    )
+    t0 = time.perf_counter()
+    result = trainer.fit()
+    wall = time.perf_counter() - t0
+    summary: dict[str, Any] = {
+        "run_name": args.run_name,
+        "device": args.device,
+        "num_workers": args.num_workers,
+        "wall_s": round(wall, 2),
+        "metrics": result.metrics,
+        "error": None if result.error is None else repr(result.error),
+    }
+    if result.checkpoint is not None:
+        with result.checkpoint.as_directory() as d:
+            final = m.load_checkpoint(d)
+        summary.update(
+            checkpoint=result.checkpoint.path,
+            final_step=final.step,
+            final_loss=final.history[-1]["loss"] if final.history else None,
+            attempts=final.attempts,
+            history_problems=m.step_history_problems(final.history) + m.attempt_problems(final.attempts),
+        )
+    return summary
+
+
+def parse_args(argv: list[str] | None = None) -> TrainArgs:
+    p = argparse.ArgumentParser(prog="python -m ray_apps.train", description=__doc__.split("\n")[0])
+    p.add_argument("--device", choices=DEVICES, default="tpu")
+    p.add_argument("--accelerator-type", help="Ray accelerator type from the catalog, e.g. TPU-V6E")
+    p.add_argument("--topology", help="slice topology, e.g. 4x4")
+    p.add_argument("--hosts-per-slice", type=int, default=1)
+    p.add_argument("--chips-per-host", type=int, default=0)
+    p.add_argument("--slices", type=int, default=1)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--data-uri", required=True)
+    p.add_argument("--data-format", choices=("parquet", "jsonl"), default=None)
+    p.add_argument("--storage-uri", required=True, help="RunConfig.storage_path: gs://bucket/runs or a local dir")
+    p.add_argument("--run-name", required=True)
+    p.add_argument("--max-failures", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=64, help="rows per host per step")
+    p.add_argument("--learning-rate", type=float, default=1e-2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fail-once-at-step", type=int, default=None, help="fault injection: raise once at this step")
+    p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
+    ns = p.parse_args(argv)
+    return TrainArgs(**{k: v for k, v in vars(ns).items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+        args.validate()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        summary = run(args)
+    except Exception as e:  # Train raises TrainingFailedError once max_failures is spent
+        print(RESULT_PREFIX + json.dumps({"run_name": args.run_name, "error": f"{type(e).__name__}: {e}"}))
+        return 1
+    print(RESULT_PREFIX + json.dumps(summary, default=str))
+    return 0 if summary["error"] is None and not summary.get("history_problems") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
