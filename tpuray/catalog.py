@@ -204,6 +204,15 @@ def lookup(gen_name: str, topology: str, machine_type: str | None = None) -> Sli
     )
 
 
+def find(gen_name: str, topology: str, chips_per_host: int) -> SliceShape:
+    """The shape of a generation and topology whose VMs have `chips_per_host` chips."""
+    for shape in all_shapes():
+        if (shape.generation, shape.topology, shape.chips_per_host) == (gen_name, topology, chips_per_host):
+            return shape
+    valid = ", ".join(str(s.chips_per_host) for s in all_shapes() if (s.generation, s.topology) == (gen_name, topology))
+    raise CatalogError(f"{gen_name} {topology} has no {chips_per_host}-chip VMs; valid chips per host: {valid or 'none'}")
+
+
 def by_gke_labels(gke_accelerator: str, topology: str, chips_per_host: int | None = None) -> SliceShape:
     """The shape a Kubernetes object asks for through its TPU nodeSelectors."""
     gens = [g for g in GENERATIONS.values() if g.gke_accelerator == gke_accelerator]

@@ -294,6 +294,7 @@ class ClusterState:
     name: str
     state_dir: str
     address: str = ""
+    dashboard_url: str = ""  # http://127.0.0.1:<port>: Jobs API and Serve REST API
     launcher_pid: int = 0
     started_at: float = 0.0
     ready: bool = False
@@ -545,6 +546,8 @@ class EmulatedCluster:
                 **common,
             )
             state.address = head.address
+            if dashboard:
+                state.dashboard_url = "http://" + (head.webui_url or "").removeprefix("http://")
             state.hosts.append(HostRecord("", 0, head.unique_id, _records(head)))
             state.save()
             if progress:

@@ -33,9 +33,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="emulate at most N TPU hosts (default: what half the free memory holds, ~300 MB each)",
     )
-    up.add_argument("--dashboard", action="store_true", help="also start the Ray dashboard (on 127.0.0.1)")
+    up.add_argument(
+        "--no-dashboard",
+        dest="dashboard",
+        action="store_false",
+        help="skip the Ray dashboard on 127.0.0.1 (it serves the Jobs and Serve REST APIs that `local run` uses)",
+    )
     up.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     up.set_defaults(handler=run_up)
+
+    run = local.add_parser("run", help="run the stack's rendered RayJob (train, data) or RayService (serve) here")
+    run.add_argument("workload", choices=("train", "data", "serve"))
+    run.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml) or path; its cluster must be up")
+    run.add_argument("--steps", type=int, default=None, help="train: override the RayJob's --steps for a short run")
+    run.add_argument("--rows", type=int, default=4096, help="data: rows to generate when the data location is empty")
+    run.add_argument("--request", default=None, help="serve: JSON body for POST /predict (default: a sample)")
+    run.add_argument("--timeout", type=float, default=900, help="seconds before the run is stopped (default 900)")
+    run.set_defaults(handler=run_workload)
 
     for name, handler, text in (
         ("status", run_status, "show slices, hosts and what each holds"),
@@ -46,6 +60,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "status":
             q.add_argument("--json", action="store_true", help="print JSON")
         q.set_defaults(handler=handler)
+
+
+def run_workload(args: argparse.Namespace) -> int:
+    from tpuray import localrun
+
+    console = Console(highlight=False)
+    stack = run_stack(args.stack)
+    sdir = emulator.state_dir_for(stack.stack)
+    if not (sdir / emulator.STATE_FILE).exists():
+        raise UserError(f"no emulated cluster for stack {stack.stack!r}; start one with `tpuray local up {stack.stack}`")
+    cluster = emulator.EmulatedCluster.attach(sdir)
+    if not cluster.state.dashboard_url:
+        raise UserError("the emulated cluster runs without its dashboard; restart it without --no-dashboard")
+    if args.workload == "train":
+        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout)
+    elif args.workload == "data":
+        result = localrun.run_data(cluster, stack, console, args.rows, args.timeout)
+    else:
+        try:
+            request = json.loads(args.request) if args.request else None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--request: not valid JSON ({exc})") from None
+        result = localrun.run_serve(cluster, stack, console, request, args.timeout)
+    console.print_json(json.dumps(result, default=str))
+    return 0
 
 
 def _running_dirs() -> list[Path]:

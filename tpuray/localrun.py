@@ -1,0 +1,292 @@
+"""Adapt a stack's rendered RayJob / RayService to the local emulator, visibly.
+
+The emulator runs the very entrypoint, runtime env and Serve config the stack renders.
+Only what cannot exist on this machine is rewritten, and every rewrite is listed:
+- gs://bucket/path becomes <root>/gcs/bucket/path (a local stand-in for the bucket);
+- the runtime env's working_dir (a zip in GCS) becomes this checkout, and its pip list is
+  dropped (the emulator's Ray already runs in this project's virtualenv);
+- `--device tpu` becomes `--device emulated` (JAX on CPU with gloo collectives);
+- when the emulator had to shrink a topology, the topology arguments follow the slice it
+  actually emulates (from the catalog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from rich.console import Console
+
+from tpuray import catalog, labels
+from tpuray.catalog import SliceShape
+from tpuray.cli import UserError
+from tpuray.mockrun import StackRun
+from tpuray.shared import REPO_ROOT
+
+if TYPE_CHECKING:
+    from tpuray.emulator import EmulatedCluster
+
+RESULT_PREFIX = "TPURAY_RESULT "  # the apps' machine-readable summary line
+SAMPLE_REQUEST: dict[str, Any] = {}  # replaced below once the serve request shape is known
+
+SHAPE_FLAGS = ("--accelerator-type", "--topology", "--hosts-per-slice", "--chips-per-host")
+SHAPE_ARGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
+
+
+def local_uri(uri: str, root: Path) -> str:
+    if uri.startswith("gs://"):
+        return str(root / uri[len("gs://") :])
+    return uri
+
+
+@dataclass
+class LocalJob:
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    rewrites: list[str] = field(default_factory=list)
+
+    def argument(self, flag: str) -> str | None:
+        argv = shlex.split(self.entrypoint)
+        return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def _shape_values(shape: SliceShape) -> tuple[str, str, str, str]:
+    return (shape.ray_accelerator_type, shape.topology, str(shape.hosts), str(shape.chips_per_host))
+
+
+def _local_runtime_env(runtime_env: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
+    env = dict(runtime_env)
+    if "working_dir" in env:
+        rewrites.append(f"runtime_env.working_dir: {env['working_dir']} -> {REPO_ROOT}")
+        env["working_dir"] = str(REPO_ROOT)
+    if env.pop("pip", None):
+        rewrites.append("runtime_env.pip: dropped (the emulator runs in this project's virtualenv)")
+    env["excludes"] = [".venv", ".git", "*.egg-info", "out", "build"]
+    return env
+
+
+def job_for_emulator(rayjob: dict[str, Any], root: Path, emulated: SliceShape | None = None) -> LocalJob:
+    """The RayJob's entrypoint and runtime env, rewritten for the emulator."""
+    spec = rayjob["spec"]
+    rewrites: list[str] = []
+    argv = shlex.split(spec["entrypoint"])
+    for i, token in enumerate(argv[:-1]):
+        value = argv[i + 1]
+        if value.startswith("gs://"):
+            argv[i + 1] = local_uri(value, root)
+            rewrites.append(f"{token}: {value} -> {argv[i + 1]}")
+        elif token == "--device" and value == "tpu":
+            argv[i + 1] = "emulated"
+            rewrites.append("--device: tpu -> emulated (JAX on CPU, gloo collectives)")
+    if emulated is not None:
+        for flag, new in zip(SHAPE_FLAGS, _shape_values(emulated), strict=True):
+            if flag in argv and argv[argv.index(flag) + 1] != new:
+                old = argv[argv.index(flag) + 1]
+                argv[argv.index(flag) + 1] = new
+                rewrites.append(f"{flag}: {old} -> {new} (the emulated slice)")
+    runtime_env = _local_runtime_env(yaml.safe_load(spec.get("runtimeEnvYAML") or "{}") or {}, rewrites)
+    return LocalJob(entrypoint=shlex.join(argv), runtime_env=runtime_env, rewrites=rewrites)
+
+
+def serve_config_for_emulator(
+    rayservice: dict[str, Any], root: Path, emulated: SliceShape | None = None, http_port: int = 8000
+) -> tuple[dict[str, Any], list[str]]:
+    """The RayService's serveConfigV2 for Serve's REST API on the emulator (loopback only)."""
+    config = yaml.safe_load(rayservice["spec"]["serveConfigV2"])
+    rewrites: list[str] = []
+    for app in config["applications"]:
+        app["runtime_env"] = _local_runtime_env(app.get("runtime_env") or {}, rewrites)
+        args = app.setdefault("args", {})
+        for key, value in list(args.items()):
+            if isinstance(value, str) and value.startswith("gs://"):
+                args[key] = local_uri(value, root)
+                rewrites.append(f"args.{key}: {value} -> {args[key]}")
+        if emulated is not None:
+            for key, new in zip(SHAPE_ARGS, _shape_values(emulated), strict=True):
+                if key in args and str(args[key]) != new:
+                    rewrites.append(f"args.{key}: {args[key]} -> {new} (the emulated slice)")
+                    args[key] = type(args[key])(new) if not isinstance(args[key], str) else new
+        args["device"] = "emulated"
+    config["http_options"] = {"host": "127.0.0.1", "port": http_port}
+    rewrites.append(f"http_options: 127.0.0.1:{http_port} (loopback only)")
+    return config, rewrites
+
+
+# ---------------------------------------------------------------------------- running on the emulator
+
+DATA_ROWS = 4096  # what `local run` generates when the job's data location is empty
+SERVE_READY_TIMEOUT_S = 180.0
+
+
+def gcs_root() -> Path:
+    """Local stand-in for GCS buckets, shared by every emulated stack (bucket names are global)."""
+    from tpuray.emulator import DEFAULT_ROOT, LOCAL_DIR_ENV
+
+    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT)) / "gcs"
+
+
+def rendered(run: StackRun, kind: str) -> dict[str, Any]:
+    for resource in run.kubernetes_objects():
+        if resource.inputs.get("kind") == kind:
+            return resource.manifest()
+    raise UserError(f"stack {run.stack!r} renders no {kind}; add one under tpuray:workloads in its stack file")
+
+
+def emulated_shape(cluster: EmulatedCluster, manifest: dict[str, Any]) -> SliceShape:
+    """The shape of the slices the emulator runs for the object's first (populated) TPU group."""
+    groups = labels.ray_cluster_spec(manifest).get("workerGroupSpecs", [])
+    group = next((g for g in groups if g.get("replicas", 0) > 0), groups[0] if groups else None)
+    if group is None:
+        raise UserError(f"{manifest['kind']}/{manifest['metadata']['name']} has no TPU worker group")
+    specs = [s for s in cluster.slices if s.name.rsplit("-", 1)[0] == group["groupName"]]
+    if not specs:
+        raise UserError(
+            f"the emulated cluster has no slice of worker group {group['groupName']!r}; it was started for another "
+            "stack or configuration: `tpuray local down` and `tpuray local up` again"
+        )
+    spec = specs[0]
+    return catalog.find(spec.generation, spec.topology, spec.chips_per_host)
+
+
+def _python(entrypoint: str, rewrites: list[str]) -> str:
+    # The job driver runs in the emulator's environment: `python` there is this virtualenv's.
+    argv = shlex.split(entrypoint)
+    if argv and argv[0] == "python":
+        argv[0] = sys.executable
+        rewrites.append(f"python -> {sys.executable}")
+    return shlex.join(argv)
+
+
+def _set_flag(job: LocalJob, flag: str, value: str) -> None:
+    argv = shlex.split(job.entrypoint)
+    if flag in argv:
+        old = argv[argv.index(flag) + 1]
+        argv[argv.index(flag) + 1] = value
+        job.rewrites.append(f"{flag}: {old} -> {value} (asked for on the command line)")
+    else:
+        argv += [flag, value]
+        job.rewrites.append(f"{flag}: {value} (asked for on the command line)")
+    job.entrypoint = shlex.join(argv)
+
+
+def _has_files(path: str) -> bool:
+    p = Path(path)
+    return p.is_dir() and any(f.is_file() for f in p.rglob("*"))
+
+
+def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console, timeout_s: float) -> dict[str, Any]:
+    """Submit through the Ray Jobs API, stream the logs, return the TPURAY_RESULT summary."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(cluster.state.dashboard_url)
+    job_id = client.submit_job(entrypoint=job.entrypoint, runtime_env=job.runtime_env)
+    console.print(f"[bold]submitted[/] {job_id} to {cluster.state.dashboard_url}")
+    result: dict[str, Any] = {}
+
+    async def stream() -> None:
+        async for chunk in client.tail_job_logs(job_id):
+            for line in chunk.splitlines():
+                if line.startswith(RESULT_PREFIX):
+                    result.update(json.loads(line[len(RESULT_PREFIX) :]))
+                console.print(line, markup=False, highlight=False)
+
+    try:
+        asyncio.run(asyncio.wait_for(stream(), timeout=timeout_s))
+    except TimeoutError:
+        client.stop_job(job_id)
+        raise UserError(f"job {job_id} did not finish within {timeout_s:.0f} s; stopped it") from None
+    status = client.get_job_status(job_id)
+    if status != JobStatus.SUCCEEDED:
+        info = client.get_job_info(job_id)
+        raise UserError(f"job {job_id} ended {status.value}: {info.message}", code=1)
+    return result
+
+
+def run_data(cluster: EmulatedCluster, stack: StackRun, console: Console, rows: int, timeout_s: float) -> dict:
+    """Generate (when empty) and read the RayJob's data set, with the RayJob's runtime env."""
+    job = job_for_emulator(rendered(stack, "RayJob"), gcs_root())
+    data_uri = job.argument("--data-uri")
+    if data_uri is None:
+        raise UserError("the RayJob's entrypoint has no --data-uri")
+    argv = ["python", "-m", "ray_apps.data", "--data-uri", data_uri]
+    if not _has_files(data_uri):
+        argv += ["--generate-rows", str(rows)]
+    data_job = LocalJob(entrypoint=shlex.join(argv), runtime_env=job.runtime_env, rewrites=list(job.rewrites))
+    data_job.entrypoint = _python(data_job.entrypoint, data_job.rewrites)
+    _print_rewrites(console, "data", data_job.rewrites)
+    return submit_and_stream(cluster, data_job, console, timeout_s)
+
+
+def run_train(cluster: EmulatedCluster, stack: StackRun, console: Console, steps: int | None, timeout_s: float) -> dict:
+    rayjob = rendered(stack, "RayJob")
+    job = job_for_emulator(rayjob, gcs_root(), emulated_shape(cluster, rayjob))
+    if steps is not None:
+        _set_flag(job, "--steps", str(steps))
+    job.entrypoint = _python(job.entrypoint, job.rewrites)
+    data_uri = job.argument("--data-uri")
+    if data_uri and not _has_files(data_uri):
+        console.print(f"[bold]no data at {data_uri}[/]: generating it first with ray_apps.data")
+        run_data(cluster, stack, console, DATA_ROWS, timeout_s)
+    _print_rewrites(console, "train", job.rewrites)
+    return submit_and_stream(cluster, job, console, timeout_s)
+
+
+def _http(method: str, url: str, body: Any = None, timeout_s: float = 30) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (loopback only)
+        text = response.read().decode()
+    return json.loads(text) if text else None
+
+
+def run_serve(cluster: EmulatedCluster, stack: StackRun, console: Console, request: dict[str, Any] | None,
+              timeout_s: float, http_port: int = 8000) -> dict[str, Any]:
+    """Deploy the RayService's serveConfigV2 through Serve's REST API, wait, and query it."""
+    rayservice = rendered(stack, "RayService")
+    config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), emulated_shape(cluster, rayservice),
+                                                 http_port)
+    _print_rewrites(console, "serve", rewrites)
+    base = cluster.state.dashboard_url
+    _http("PUT", f"{base}/api/serve/applications/", config)
+    console.print(f"[bold]deployed[/] serveConfigV2 through {base}/api/serve/applications/")
+    names = [app["name"] for app in config["applications"]]
+    deadline = time.monotonic() + min(timeout_s, SERVE_READY_TIMEOUT_S)
+    last = ""
+    while True:
+        apps = (_http("GET", f"{base}/api/serve/applications/") or {}).get("applications", {})
+        statuses = {n: apps.get(n, {}).get("status", "NOT_STARTED") for n in names}
+        line = ", ".join(f"{n}: {s}" for n, s in statuses.items())
+        if line != last:
+            console.print(f"  {line}")
+            last = line
+        failed = [n for n, s in statuses.items() if s == "DEPLOY_FAILED"]
+        if failed:
+            message = apps[failed[0]].get("message", "")
+            raise UserError(f"Serve application {failed[0]!r} failed to deploy: {message}", code=1)
+        if all(s == "RUNNING" for s in statuses.values()):
+            break
+        if time.monotonic() > deadline:
+            raise UserError(f"Serve applications not RUNNING after {SERVE_READY_TIMEOUT_S:.0f} s: {line}", code=1)
+        time.sleep(1.0)
+    endpoint = f"http://127.0.0.1:{http_port}"
+    health = _http("GET", f"{endpoint}/healthz")
+    console.print(f"GET {endpoint}/healthz -> {json.dumps(health)}")
+    body = request if request is not None else SAMPLE_REQUEST
+    answer = _http("POST", f"{endpoint}/predict", body)
+    console.print(f"POST {endpoint}/predict {json.dumps(body)} -> {json.dumps(answer)}")
+    return {"health": health, "request": body, "response": answer}
+
+
+def _print_rewrites(console: Console, what: str, rewrites: list[str]) -> None:
+    console.print(f"[bold]{what}: emulator rewrites of the rendered object[/]")
+    for line in rewrites:
+        console.print(f"  {line}", markup=False, highlight=False)
