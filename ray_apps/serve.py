@@ -26,8 +26,8 @@ CLI:
         --topology 4x4 --hosts-per-slice 4 --chips-per-host 4 [--print-config]
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: FastAPI (through Serve's ingress wrapper)
+# must see the request model as a class, or it takes `request` for a query parameter.
 import argparse
 import json
 import math
@@ -105,7 +105,7 @@ class AppArgs(BaseModel):
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _backend_needs(self) -> AppArgs:
+    def _backend_needs(self) -> "AppArgs":
         if self.backend == "checkpoint" and not self.checkpoint_uri:
             raise ValueError("backend=checkpoint needs checkpoint_uri (a checkpoint or run directory)")
         if self.backend == "llm":
@@ -124,9 +124,9 @@ class AppArgs(BaseModel):
 api = FastAPI(title="tpuray checkpoint model", version="1")
 
 
-@serve.deployment(name="checkpoint-model")
-@serve.ingress(api)
-class CheckpointModel:
+class CheckpointPredictor:
+    """The checkpoint backend's model, without Serve (unit-testable in-process)."""
+
     def __init__(self, checkpoint_uri: str, model_id: str) -> None:
         from ray_apps import model
 
@@ -140,23 +140,34 @@ class CheckpointModel:
         self.step = state.step
         self.model_id = model_id
 
-    def predict_array(self, instances: list[list[float]]) -> list[float]:
-        x = features.instances_to_features(instances, self.stats)
+    def predict(self, request: PredictRequest) -> PredictResponse:
+        """Raises ValueError for rows that are valid JSON but impossible houses (sqft <= 0)."""
+        x = features.instances_to_features(request.instances, self.stats)
         # numpy forward pass: no JAX backend in the replica, so it never claims TPU chips.
         y = self._apply(self.params, x, xp=np)
-        return features.denormalise_target(y, self.stats).tolist()
+        predictions = features.denormalise_target(y, self.stats).tolist()
+        return PredictResponse(predictions=predictions, model_step=self.step, model_id=self.model_id)
+
+    def health(self) -> HealthResponse:
+        return HealthResponse(model_id=self.model_id, model_step=self.step)
+
+
+@serve.deployment(name="checkpoint-model")
+@serve.ingress(api)
+class CheckpointModel:
+    def __init__(self, checkpoint_uri: str, model_id: str) -> None:
+        self.predictor = CheckpointPredictor(checkpoint_uri, model_id)
 
     @api.post("/predict", response_model=PredictResponse)
     def predict(self, request: PredictRequest) -> PredictResponse:
         try:
-            predictions = self.predict_array(request.instances)
-        except ValueError as e:  # e.g. sqft <= 0: valid JSON, invalid house
+            return self.predictor.predict(request)
+        except ValueError as e:
             raise HTTPException(status_code=422, detail=str(e)) from None
-        return PredictResponse(predictions=predictions, model_step=self.step, model_id=self.model_id)
 
     @api.get("/healthz", response_model=HealthResponse)
     def healthz(self) -> HealthResponse:
-        return HealthResponse(model_id=self.model_id, model_step=self.step)
+        return self.predictor.health()
 
 
 def checkpoint_actor_options(args: AppArgs) -> dict[str, Any]:

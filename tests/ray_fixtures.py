@@ -44,6 +44,8 @@ def local_ray() -> Iterator[LocalRay]:
     # Short path under /tmp: Ray's unix sockets live below it (107-byte limit).
     temp_dir = tempfile.mkdtemp(prefix="tpr-", dir="/tmp")
     os.environ["RAY_TMPDIR"] = temp_dir
+    # Cluster writes <RAY_TMPDIR>/ray/ray_current_cluster and expects the folder to exist.
+    os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)
     port = free_port()
     # Known before start and inherited by every Ray process: Ray Train's helper actors look
     # the cluster up by RAY_ADDRESS, and would otherwise find other people's clusters too.
@@ -59,22 +61,22 @@ def local_ray() -> Iterator[LocalRay]:
             connect=True,
             head_node_args={
                 "num_cpus": 6,  # logical: Train workers + Ray Data tasks + Serve on 2 cores
-                "port": port,
+                "gcs_server_port": port,
                 "node_ip_address": "127.0.0.1",
                 "include_dashboard": False,
-                "temp_dir": temp_dir,
+                "temp_dir": os.path.join(temp_dir, "ray"),
                 "object_store_memory": 300 * 1024 * 1024,
             },
         )
         yield LocalRay(address=cluster.address, temp_dir=temp_dir, http_port=free_port())
     finally:
-        try:
+        if ray.is_initialized():  # serve.shutdown() would otherwise auto-start a connection
             from ray import serve
 
-            serve.shutdown()
-        except Exception:
-            pass
-        ray.shutdown()
+            try:
+                serve.shutdown()
+            finally:
+                ray.shutdown()
         if cluster is not None:
             cluster.shutdown()
         for k, v in saved.items():
