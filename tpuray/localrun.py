@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from tpuray.emulator import EmulatedCluster
 
 RESULT_PREFIX = "TPURAY_RESULT "  # the apps' machine-readable summary line
-SAMPLE_REQUEST: dict[str, Any] = {}  # replaced below once the serve request shape is known
+# POST /predict body (docs/apps.md): raw rows of sqft, rooms, age_years, distance_km, income_k.
+SAMPLE_REQUEST: dict[str, Any] = {"instances": [[1450.0, 3.0, 12.0, 8.5, 95.0], [2600.0, 5.0, 3.0, 22.0, 160.0]]}
 
 SHAPE_FLAGS = ("--accelerator-type", "--topology", "--hosts-per-slice", "--chips-per-host")
 SHAPE_ARGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
@@ -115,7 +116,6 @@ def serve_config_for_emulator(
                 if key in args and str(args[key]) != new:
                     rewrites.append(f"args.{key}: {args[key]} -> {new} (the emulated slice)")
                     args[key] = type(args[key])(new) if not isinstance(args[key], str) else new
-        args["device"] = "emulated"
     config["http_options"] = {"host": "127.0.0.1", "port": http_port}
     rewrites.append(f"http_options: 127.0.0.1:{http_port} (loopback only)")
     return config, rewrites

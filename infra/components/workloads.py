@@ -246,6 +246,8 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
         args["model_id"] = serve.model_id
     else:
         args["checkpoint_uri"] = serve.checkpoint_uri
+        # A CPU replica: keep it on this service's own slice hosts (a Ray node label).
+        args["label_selector"] = {POOL_LABEL: serve.pool}
     return args
 
 
