@@ -21,7 +21,9 @@ def time_preview(stack: str) -> float:
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "tpuray.cli", "preview", stack, "--json"],
-        cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - start
 
@@ -30,7 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
+    stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
     print(f"{'stack':10} {'median s':>9} {'max s':>7}  (target < {TARGET_SECONDS:.0f} s, {args.repeat} runs)")
     for stack in stacks:
         times = [time_preview(stack) for _ in range(args.repeat)]

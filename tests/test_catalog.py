@@ -101,12 +101,31 @@ def test_topology_json_lists_every_shape_with_exactly_the_documented_keys(capsys
     assert main(["topology", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(catalog.all_shapes())
-    keys = {"generation", "topology", "chips", "hosts", "chips_per_host", "machine_type", "gke_accelerator",
-            "ray_accelerator_type", "pod_type", "multi_host"}
+    keys = {
+        "generation",
+        "topology",
+        "chips",
+        "hosts",
+        "chips_per_host",
+        "machine_type",
+        "gke_accelerator",
+        "ray_accelerator_type",
+        "pod_type",
+        "multi_host",
+    }
     assert all(set(row) == keys for row in rows)
-    assert {"generation": "v6e", "topology": "4x4", "chips": 16, "hosts": 4, "chips_per_host": 4,
-            "machine_type": "ct6e-standard-4t", "gke_accelerator": "tpu-v6e-slice", "ray_accelerator_type": "TPU-V6E",
-            "pod_type": "v6e-16", "multi_host": True} in rows
+    assert {
+        "generation": "v6e",
+        "topology": "4x4",
+        "chips": 16,
+        "hosts": 4,
+        "chips_per_host": 4,
+        "machine_type": "ct6e-standard-4t",
+        "gke_accelerator": "tpu-v6e-slice",
+        "ray_accelerator_type": "TPU-V6E",
+        "pod_type": "v6e-16",
+        "multi_host": True,
+    } in rows
 
 
 def test_topology_table_is_readable(capsys):

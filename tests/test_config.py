@@ -55,7 +55,9 @@ def test_topology_not_valid_for_the_generation_lists_its_topologies(tmp_path):
 
 def test_machine_type_that_does_not_fit_the_topology_lists_the_ones_that_do(tmp_path):
     lines = errors_of(tmp_path, lambda c: pool(c).update(machineType="ct6e-standard-8t"))
-    assert lines == ["tpuray:slicePools[0].machineType: 'ct6e-standard-8t' does not fit v6e 4x4; valid: ct6e-standard-4t"]
+    assert lines == [
+        "tpuray:slicePools[0].machineType: 'ct6e-standard-8t' does not fit v6e 4x4; valid: ct6e-standard-4t"
+    ]
 
 
 def test_both_machine_types_fit_v6e_2x4(tmp_path):
@@ -150,8 +152,9 @@ def test_pulumi_program_turns_bad_config_into_a_run_error_before_declaring_anyth
 
     run = mockrun.StackRun(stack="bad", config=load_stack("dev"))
     mocks = mockrun._RecordingMocks("acme", run)
-    pulumi.runtime.set_all_config({f"tpuray:{k}": v if isinstance(v, str) else __import__("json").dumps(v)
-                                   for k, v in raw.items()})
+    pulumi.runtime.set_all_config(
+        {f"tpuray:{k}": v if isinstance(v, str) else __import__("json").dumps(v) for k, v in raw.items()}
+    )
     mockrun.pulumi_settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project="tpuray", stack="bad", preview=True)
     from infra.program import main as program_main

@@ -32,7 +32,10 @@ def test_every_published_price_has_a_source_and_a_date() -> None:
             else:
                 entries = [entry]
             for e in entries:
-                assert e == "unknown" or (e["price"] > 0 and e["source"].startswith("https://") and e["date"]), (gen, tier)
+                assert e == "unknown" or (e["price"] > 0 and e["source"].startswith("https://") and e["date"]), (
+                    gen,
+                    tier,
+                )
 
 
 def test_price_file_names_every_generation_and_tier() -> None:

@@ -18,7 +18,9 @@ import yaml
 from tests.conftest import REPO
 from tpuray.diff import CLI, DiffError, Report, StackDiff, field_changes, resolve_ref, run_diff
 
-IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".ruff_cache", "out", "*.egg-info", "build")
+IGNORE = shutil.ignore_patterns(
+    ".venv", ".git", "__pycache__", ".pytest_cache", ".ruff_cache", "out", "*.egg-info", "build"
+)
 NODE_POOL = "gcp:container/nodePool:NodePool"
 COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 
@@ -130,5 +132,5 @@ def test_changed_fields_show_old_and_new_values_and_absent_keys() -> None:
         "a.b: 1 → 2",
         "a.gone: true → (absent)",
         "l[1]: 2 → 3",
-        "new: (absent) → \"x\"",
+        'new: (absent) → "x"',
     ]

@@ -22,8 +22,11 @@ def tpu_pools(run: StackRun, pool_name: str) -> list[dict]:
 def test_cluster_has_the_ray_operator_addon_with_logging_and_monitoring(stack_run):
     (cluster,) = [r.inputs for r in stack_run.of_type(CLUSTER)]
     (ray,) = cluster["addonsConfig"]["rayOperatorConfigs"]
-    assert ray == {"enabled": True, "rayClusterLoggingConfig": {"enabled": True},
-                   "rayClusterMonitoringConfig": {"enabled": True}}
+    assert ray == {
+        "enabled": True,
+        "rayClusterLoggingConfig": {"enabled": True},
+        "rayClusterMonitoringConfig": {"enabled": True},
+    }
 
 
 def test_cluster_is_private_shielded_with_workload_identity_and_gcs_fuse(stack_run):
@@ -79,9 +82,11 @@ def test_first_capacity_tier_sets_spot_or_specific_reservation_affinity(stack_ru
             assert node_config.get("spot", False) is (tier.kind is TierKind.SPOT)
             affinity = node_config.get("reservationAffinity")
             if tier.kind is TierKind.RESERVATION:
-                assert affinity == {"consumeReservationType": "SPECIFIC_RESERVATION",
-                                    "key": "compute.googleapis.com/reservation-name",
-                                    "values": [tier.reservation.name]}
+                assert affinity == {
+                    "consumeReservationType": "SPECIFIC_RESERVATION",
+                    "key": "compute.googleapis.com/reservation-name",
+                    "values": [tier.reservation.name],
+                }
             else:
                 assert not affinity or affinity["consumeReservationType"] != "SPECIFIC_RESERVATION"
 
@@ -91,9 +96,11 @@ def test_tpu_pools_carry_the_compute_class_label_and_matching_taint(stack_run):
         for node_pool in tpu_pools(stack_run, pool.name):
             node_config = node_pool["nodeConfig"]
             assert node_config["labels"]["cloud.google.com/compute-class"] == pool.name
-            assert {"key": "cloud.google.com/compute-class", "value": pool.name, "effect": "NO_SCHEDULE"} in node_config[
-                "taints"
-            ]
+            assert {
+                "key": "cloud.google.com/compute-class",
+                "value": pool.name,
+                "effect": "NO_SCHEDULE",
+            } in node_config["taints"]
 
 
 def test_compute_class_priorities_follow_the_capacity_chain_in_order(stack_run):
@@ -105,13 +112,18 @@ def test_compute_class_priorities_follow_the_capacity_chain_in_order(stack_run):
             expected += [(catalog.lookup(fb.generation, fb.topology), t) for t in fb.capacity]
         assert len(spec["priorities"]) == len(expected)
         for priority, (shape, tier) in zip(spec["priorities"], expected, strict=True):
-            assert priority["tpu"] == {"type": shape.gke_accelerator, "count": shape.chips_per_host,
-                                       "topology": shape.topology}
+            assert priority["tpu"] == {
+                "type": shape.gke_accelerator,
+                "count": shape.chips_per_host,
+                "topology": shape.topology,
+            }
             assert priority.get("spot", False) is (tier.kind is TierKind.SPOT)
             assert ("flexStart" in priority) is (tier.kind is TierKind.FLEX_START)
             if tier.kind is TierKind.RESERVATION:
-                assert priority["reservations"] == {"affinity": "Specific",
-                                                    "specific": [{"name": tier.reservation.name}]}
+                assert priority["reservations"] == {
+                    "affinity": "Specific",
+                    "specific": [{"name": tier.reservation.name}],
+                }
         assert spec["whenUnsatisfiable"] == "DoNotScaleUp"
         assert spec["nodePoolAutoCreation"] == {"enabled": True}
 
@@ -119,7 +131,9 @@ def test_compute_class_priorities_follow_the_capacity_chain_in_order(stack_run):
 def test_prod_falls_back_from_v6e_to_v5e_of_the_same_topology():
     from tests.conftest import mocked
 
-    spec = next(r.inputs["spec"] for r in mocked("prod").of_type(COMPUTE_CLASS) if r.inputs["metadata"]["name"] == "v6e-train")
+    spec = next(
+        r.inputs["spec"] for r in mocked("prod").of_type(COMPUTE_CLASS) if r.inputs["metadata"]["name"] == "v6e-train"
+    )
     assert [(p["tpu"]["type"], p["tpu"]["topology"]) for p in spec["priorities"]][-1] == ("tpu-v5-lite-podslice", "4x4")
 
 
@@ -129,8 +143,11 @@ def test_prod_has_two_reserved_v6e_4x4_slices_then_spot_then_on_demand():
     run = mocked("prod")
     pools = tpu_pools(run, "v6e-train")
     assert [p["name"] for p in pools] == ["v6e-train-0", "v6e-train-1"]
-    assert [t.kind for t in run.config.pool("v6e-train").capacity] == [TierKind.RESERVATION, TierKind.SPOT,
-                                                                      TierKind.ON_DEMAND]
+    assert [t.kind for t in run.config.pool("v6e-train").capacity] == [
+        TierKind.RESERVATION,
+        TierKind.SPOT,
+        TierKind.ON_DEMAND,
+    ]
 
 
 def test_kubernetes_objects_use_the_provider_built_from_the_cluster(stack_run):

@@ -19,7 +19,9 @@ def test_render_writes_one_file_per_kubernetes_object_of_the_stack(tmp_path, cap
 
 def test_rendered_objects_equal_the_inputs_the_mocked_program_declared(tmp_path):
     assert main(["render", "dev", "--out", str(tmp_path)]) == 0
-    rendered = {(d["kind"], d["metadata"]["name"]): d for d in (yaml.safe_load(p.read_text()) for p in tmp_path.iterdir())}
+    rendered = {
+        (d["kind"], d["metadata"]["name"]): d for d in (yaml.safe_load(p.read_text()) for p in tmp_path.iterdir())
+    }
     for resource in mocked("dev").kubernetes_objects():
         manifest = resource.manifest()
         assert rendered[(manifest["kind"], manifest["metadata"]["name"])] == manifest

@@ -47,7 +47,10 @@ def test_reserved_node_pools_consume_the_reservation_named_in_the_state(local_ru
 
 def test_compute_class_reservation_priority_names_the_state_reservation(local_run: StackRun) -> None:
     (cc,) = [r.inputs for r in local_run.of_type(COMPUTE_CLASS) if r.inputs["metadata"]["name"] == "v6e-train"]
-    assert cc["spec"]["priorities"][0]["reservations"] == {"affinity": "Specific", "specific": [{"name": "ml-v6e-4x4-east5b-2026q4"}]}
+    assert cc["spec"]["priorities"][0]["reservations"] == {
+        "affinity": "Specific",
+        "specific": [{"name": "ml-v6e-4x4-east5b-2026q4"}],
+    }
 
 
 def test_missing_output_names_the_output_and_the_state(tmp_path: Path) -> None:

@@ -18,8 +18,11 @@ def ray_objects(run: StackRun) -> list[dict[str, Any]]:
 
 def cluster_spec(obj: dict[str, Any]) -> dict[str, Any]:
     spec = obj["spec"]
-    return {"RayJob": lambda: spec["rayClusterSpec"], "RayService": lambda: spec["rayClusterConfig"],
-            "RayCluster": lambda: spec}[obj["kind"]]()
+    return {
+        "RayJob": lambda: spec["rayClusterSpec"],
+        "RayService": lambda: spec["rayClusterConfig"],
+        "RayCluster": lambda: spec,
+    }[obj["kind"]]()
 
 
 def workload_of(run: StackRun, obj: dict[str, Any]):
@@ -76,23 +79,33 @@ def test_tpu_worker_groups_have_hosts_and_chips_from_the_catalog(stack_run):
 
 
 def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_tier(stack_run):
-    tier_selector = {"spot": {"cloud.google.com/gke-spot": "true"}, "flex-start": {"cloud.google.com/gke-flex-start": "true"},
-                     "on-demand": {}}
+    tier_selector = {
+        "spot": {"cloud.google.com/gke-spot": "true"},
+        "flex-start": {"cloud.google.com/gke-flex-start": "true"},
+        "on-demand": {},
+    }
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
         for group, (_, shape, tier, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
             pod = group["template"]["spec"]
-            by_tier = (tier_selector[tier.kind.value] if tier.reservation is None
-                       else {"cloud.google.com/reservation-name": tier.reservation.name})
+            by_tier = (
+                tier_selector[tier.kind.value]
+                if tier.reservation is None
+                else {"cloud.google.com/reservation-name": tier.reservation.name}
+            )
             assert pod["nodeSelector"] == {
                 "cloud.google.com/gke-tpu-accelerator": shape.gke_accelerator,
                 "cloud.google.com/gke-tpu-topology": shape.topology,
                 "cloud.google.com/compute-class": pool.name,
                 **by_tier,
             }
-            assert {"key": "cloud.google.com/compute-class", "operator": "Equal", "value": pool.name,
-                    "effect": "NoSchedule"} in pod["tolerations"]
+            assert {
+                "key": "cloud.google.com/compute-class",
+                "operator": "Equal",
+                "value": pool.name,
+                "effect": "NoSchedule",
+            } in pod["tolerations"]
             assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
@@ -102,10 +115,14 @@ def test_on_demand_groups_keep_off_spot_flex_start_and_reserved_nodes(stack_run)
             if group["labels"]["tpuray.dev/capacity-tier"] != "on-demand":
                 continue
             terms = group["template"]["spec"]["affinity"]["nodeAffinity"][
-                "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"]
             keys = {e["key"] for e in terms[0]["matchExpressions"] if e["operator"] == "DoesNotExist"}
-            assert keys == {"cloud.google.com/gke-spot", "cloud.google.com/gke-flex-start",
-                            "cloud.google.com/reservation-name"}
+            assert keys == {
+                "cloud.google.com/gke-spot",
+                "cloud.google.com/gke-flex-start",
+                "cloud.google.com/reservation-name",
+            }
 
 
 def test_worker_group_ray_labels_carry_market_type_tier_pool_and_generation(stack_run):
@@ -135,8 +152,11 @@ def test_head_and_workers_use_the_same_pinned_tpu_image(stack_run):
     image = f"rayproject/ray:{stack_run.config.ray.version}-{stack_run.config.ray.python}-tpu"
     for obj in ray_objects(stack_run):
         spec = cluster_spec(obj)
-        images = {c["image"] for g in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
-                  for c in g["template"]["spec"]["containers"]}
+        images = {
+            c["image"]
+            for g in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+            for c in g["template"]["spec"]["containers"]
+        }
         assert images == {image}
         assert spec["rayVersion"] == stack_run.config.ray.version
 

@@ -172,9 +172,7 @@ def generation(name: str) -> Generation:
     try:
         return GENERATIONS[name]
     except KeyError:
-        raise CatalogError(
-            f"unknown TPU generation {name!r}; valid: {', '.join(GENERATIONS)}"
-        ) from None
+        raise CatalogError(f"unknown TPU generation {name!r}; valid: {', '.join(GENERATIONS)}") from None
 
 
 def topologies(gen_name: str) -> tuple[str, ...]:
@@ -189,9 +187,7 @@ def lookup(gen_name: str, topology: str, machine_type: str | None = None) -> Sli
     """The shape for a generation and topology; machine_type picks between two forms of 2x4."""
     gen = generation(gen_name)
     if topology not in gen.topologies:
-        raise CatalogError(
-            f"topology {topology!r} is not valid for {gen_name}; valid: {', '.join(gen.topologies)}"
-        )
+        raise CatalogError(f"topology {topology!r} is not valid for {gen_name}; valid: {', '.join(gen.topologies)}")
     candidates = [s for s in all_shapes() if (s.generation, s.topology) == (gen_name, topology)]
     if machine_type is None:
         return candidates[0]
@@ -210,7 +206,9 @@ def find(gen_name: str, topology: str, chips_per_host: int) -> SliceShape:
         if (shape.generation, shape.topology, shape.chips_per_host) == (gen_name, topology, chips_per_host):
             return shape
     valid = ", ".join(str(s.chips_per_host) for s in all_shapes() if (s.generation, s.topology) == (gen_name, topology))
-    raise CatalogError(f"{gen_name} {topology} has no {chips_per_host}-chip VMs; valid chips per host: {valid or 'none'}")
+    raise CatalogError(
+        f"{gen_name} {topology} has no {chips_per_host}-chip VMs; valid chips per host: {valid or 'none'}"
+    )
 
 
 def by_gke_labels(gke_accelerator: str, topology: str, chips_per_host: int | None = None) -> SliceShape:

@@ -63,9 +63,7 @@ class ClusterConfig(_Model):
     subnetwork: str = "default"
     master_cidr: str = Field("172.16.0.0/28", alias="masterIpv4CidrBlock")
     private_endpoint: bool = Field(False, alias="privateEndpoint")
-    master_authorized_networks: list[AuthorizedNetwork] = Field(
-        default_factory=list, alias="masterAuthorizedNetworks"
-    )
+    master_authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list, alias="masterAuthorizedNetworks")
     cpu_pool: CpuPoolConfig = Field(default_factory=CpuPoolConfig, alias="cpuPool")
     deletion_protection: bool = Field(True, alias="deletionProtection")
 
@@ -281,7 +279,9 @@ def _pydantic_lines(err: ValidationError) -> list[str]:
 
 def _tier_lines(key: str, tiers: list[CapacityTier]) -> list[str]:
     if not tiers:
-        return [f"{key}: [] is empty; list at least one tier, in priority order, from spot, reservation, onDemand, flexStart"]
+        return [
+            f"{key}: [] is empty; list at least one tier, in priority order, from spot, reservation, onDemand, flexStart"
+        ]
     lines = []
     for i, tier in enumerate(tiers):
         tkey = f"{key}[{i}]"
@@ -311,7 +311,9 @@ def _shape_lines(key: str, gen: str, topology: str, machine_type: str | None) ->
         return [f"{key}.generation: {_show(gen)} is not a TPU generation; valid: {', '.join(catalog.GENERATIONS)}"]
     valid_topologies = catalog.topologies(gen)
     if topology not in valid_topologies:
-        return [f"{key}.topology: {_show(topology)} is not a valid {gen} topology; valid: {', '.join(valid_topologies)}"]
+        return [
+            f"{key}.topology: {_show(topology)} is not a valid {gen} topology; valid: {', '.join(valid_topologies)}"
+        ]
     if machine_type is not None:
         fits = catalog.machine_types(gen, topology)
         if machine_type not in fits:
@@ -349,7 +351,9 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
             continue
         key = f"{NAMESPACE}:workloads.{kind}"
         if workload.pool not in names:
-            lines.append(f"{key}.pool: {_show(workload.pool)} is not a slice pool of this stack; valid: {', '.join(sorted(names))}")
+            lines.append(
+                f"{key}.pool: {_show(workload.pool)} is not a slice pool of this stack; valid: {', '.join(sorted(names))}"
+            )
             continue
         count = getattr(workload, count_key)
         demand.setdefault(workload.pool, []).extend([f"{key}.{count_key}"] * count)
@@ -364,7 +368,9 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
             )
     serve = cfg.workloads.serve
     if serve is not None and serve.backend == "checkpoint" and not serve.checkpoint_uri:
-        lines.append(f"{NAMESPACE}:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run")
+        lines.append(
+            f"{NAMESPACE}:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run"
+        )
     lines += _price_lines(cfg)
     lines += _terraform_lines(cfg)
     return lines
@@ -407,7 +413,9 @@ def _terraform_lines(cfg: StackConfig) -> list[str]:
     for name in outputs.reservations:
         if name not in used:
             valid = ", ".join(sorted(used)) or "none: no capacity tier names a reservation"
-            lines.append(f"{key}.outputs.reservations.{name}: no capacity tier uses reservation {name!r}; valid: {valid}")
+            lines.append(
+                f"{key}.outputs.reservations.{name}: no capacity tier uses reservation {name!r}; valid: {valid}"
+            )
     return lines
 
 
@@ -416,7 +424,10 @@ def parse_stack_config(raw: dict[str, Any], stack: str) -> StackConfig:
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
     if unknown:
         raise ConfigError(
-            [f"{NAMESPACE}:{k}: unknown key; valid: {', '.join(NAMESPACE + ':' + c for c in CONFIG_KEYS)}" for k in unknown]
+            [
+                f"{NAMESPACE}:{k}: unknown key; valid: {', '.join(NAMESPACE + ':' + c for c in CONFIG_KEYS)}"
+                for k in unknown
+            ]
         )
     data = dict(raw)
     data["stack"] = stack

@@ -162,7 +162,10 @@ class StackCost:
 
     def total(self, scale: str, on_demand: bool = False) -> Total:
         return _sum(
-            [(line.label, line.on_demand_hourly(scale) if on_demand else line.hourly(scale)) for line in self.configured()]
+            [
+                (line.label, line.on_demand_hourly(scale) if on_demand else line.hourly(scale))
+                for line in self.configured()
+            ]
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -265,7 +268,18 @@ def cost_table(cost: StackCost) -> Any:
 
     hpm = hours_per_month()
     table = Table(title=f"cost: stack {cost.stack} (USD; TPU chips only; {hpm} h/month)")
-    for column in ("pool", "shape", "tier", "chips min–max", "$/chip-h", "on-demand $/chip-h", "min $/h", "max $/h", "max $/month", "price source"):
+    for column in (
+        "pool",
+        "shape",
+        "tier",
+        "chips min–max",
+        "$/chip-h",
+        "on-demand $/chip-h",
+        "min $/h",
+        "max $/h",
+        "max $/month",
+        "price source",
+    ):
         table.add_column(column)
     for line in cost.lines:
         tier = line.tier + ("" if line.role == "configured" else f" ({line.role})")

@@ -98,9 +98,10 @@ def resolve_ref(repo: Path, ref: str) -> str:
             sha = _verify(repo, "FETCH_HEAD")
             if sha:
                 return sha
-        tried = f"it is not in this clone and `git fetch --depth=1 origin {name}` failed: " + (
-            fetched.stderr.strip().splitlines() or ["no such ref"]
-        )[-1]
+        tried = (
+            f"it is not in this clone and `git fetch --depth=1 origin {name}` failed: "
+            + (fetched.stderr.strip().splitlines() or ["no such ref"])[-1]
+        )
     raise DiffError(f"unknown git ref {ref!r}: {tried}. Give a branch, tag or commit of this repository.")
 
 
@@ -299,7 +300,9 @@ def side_cost(side: Side, tree: Path) -> tuple[dict[str, Any] | None, str]:
         cfg = parse_stack_config(raw, side.stack)
     except (ConfigError, OSError) as err:
         return None, f"base cost not computable ({err})"
-    return costmod.stack_cost(cfg).as_json(), "base cost computed with the head's price model (the base ref predates it)"
+    return costmod.stack_cost(
+        cfg
+    ).as_json(), "base cost computed with the head's price model (the base ref predates it)"
 
 
 def _line_key(line: dict[str, Any]) -> tuple[str, ...]:
@@ -322,7 +325,11 @@ class CostDiff:
         out = []
         for key in sorted(set(a) | set(b)):
             x, y = a.get(key), b.get(key)
-            if x is None or y is None or (x["hourly"], x["price"]["perChipHour"]) != (y["hourly"], y["price"]["perChipHour"]):
+            if (
+                x is None
+                or y is None
+                or (x["hourly"], x["price"]["perChipHour"]) != (y["hourly"], y["price"]["perChipHour"])
+            ):
                 out.append((x, y))
         return out
 
@@ -338,7 +345,9 @@ def delta_text(a: dict[str, Any] | None, b: dict[str, Any] | None, factor: float
         return "n/a"
     if a["unknownParts"] or b["unknownParts"]:
         known = (b["knownPart"] - a["knownPart"]) * factor
-        return "unknown" + (f" (known part {'+' if known >= 0 else '−'}{costmod.money(abs(known), per)})" if known else "")
+        return "unknown" + (
+            f" (known part {'+' if known >= 0 else '−'}{costmod.money(abs(known), per)})" if known else ""
+        )
     d = (b["knownPart"] - a["knownPart"]) * factor
     return ("+" if d >= 0 else "−") + costmod.money(abs(d), per)
 
@@ -369,7 +378,11 @@ class StackDiff:
             "base": {"exists": self.base.exists, "error": self.base.error},
             "head": {"exists": self.head.exists, "error": self.head.error},
             "resources": [r.as_json() for r in self.resources],
-            "violations": {"introduced": self.introduced, "resolved": self.resolved, "headMandatory": len(self.head_mandatory)},
+            "violations": {
+                "introduced": self.introduced,
+                "resolved": self.resolved,
+                "headMandatory": len(self.head_mandatory),
+            },
             "cost": {"base": self.cost.base, "head": self.cost.head, "note": self.cost.note},
         }
 

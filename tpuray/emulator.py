@@ -88,7 +88,12 @@ class SliceSpec:
 
     @classmethod
     def from_shape(
-        cls, name: str, pool: str, shape: catalog.SliceShape, market_type: str, reduced_from: str | None = None,
+        cls,
+        name: str,
+        pool: str,
+        shape: catalog.SliceShape,
+        market_type: str,
+        reduced_from: str | None = None,
         tier: str = "",
     ) -> SliceSpec:
         return cls(
@@ -191,15 +196,20 @@ def tpu_groups(run: StackRun) -> list[TpuGroup]:
             chips = pod["containers"][0]["resources"]["limits"].get(labels.TPU_RESOURCE)
             if chips is None:
                 continue
-            shape = catalog.by_gke_labels(selector[labels.GKE_TPU_ACCELERATOR], selector[labels.GKE_TPU_TOPOLOGY],
-                                          int(chips))
+            shape = catalog.by_gke_labels(
+                selector[labels.GKE_TPU_ACCELERATOR], selector[labels.GKE_TPU_TOPOLOGY], int(chips)
+            )
             group_labels = group.get("labels", {})
-            groups.append(TpuGroup(
-                name=group["groupName"], pool=group_labels.get(labels.SLICE_POOL, group["groupName"]), shape=shape,
-                max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
-                market_type=group_labels.get(labels.MARKET_TYPE, "on-demand"),
-                tier=group_labels.get(labels.CAPACITY_TIER, ""),
-            ))
+            groups.append(
+                TpuGroup(
+                    name=group["groupName"],
+                    pool=group_labels.get(labels.SLICE_POOL, group["groupName"]),
+                    shape=shape,
+                    max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
+                    market_type=group_labels.get(labels.MARKET_TYPE, "on-demand"),
+                    tier=group_labels.get(labels.CAPACITY_TIER, ""),
+                )
+            )
     return groups
 
 

@@ -248,12 +248,17 @@ def _http(method: str, url: str, body: Any = None, timeout_s: float = 30) -> Any
     return json.loads(text) if text else None
 
 
-def run_serve(cluster: EmulatedCluster, stack: StackRun, console: Console, request: dict[str, Any] | None,
-              timeout_s: float, http_port: int = 8000) -> dict[str, Any]:
+def run_serve(
+    cluster: EmulatedCluster,
+    stack: StackRun,
+    console: Console,
+    request: dict[str, Any] | None,
+    timeout_s: float,
+    http_port: int = 8000,
+) -> dict[str, Any]:
     """Deploy the RayService's serveConfigV2 through Serve's REST API, wait, and query it."""
     rayservice = rendered(stack, "RayService")
-    config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), emulated_shape(cluster, rayservice),
-                                                 http_port)
+    config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), emulated_shape(cluster, rayservice), http_port)
     _print_rewrites(console, "serve", rewrites)
     base = cluster.state.dashboard_url
     _http("PUT", f"{base}/api/serve/applications/", config)

@@ -88,7 +88,9 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         outputs = dict(args.inputs)
         # Computed outputs the program reads back: stand-ins that look like the real thing.
         if args.typ == "gcp:serviceaccount/account:Account":
-            outputs["email"] = f"{args.inputs.get('accountId')}@{args.inputs.get('project', self.project)}.iam.gserviceaccount.com"
+            outputs["email"] = (
+                f"{args.inputs.get('accountId')}@{args.inputs.get('project', self.project)}.iam.gserviceaccount.com"
+            )
         elif args.typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "172.16.0.2"
             outputs["masterAuth"] = {"clusterCaCertificate": "bW9jay1jYQ=="}
@@ -132,7 +134,9 @@ def run_stack(stack: str) -> StackRun:
     logger = logging.getLogger(f"tpuray.mockrun.{name}")
     logger.propagate = False
     logger.handlers[:] = [_LogCollector(run)]
-    pulumi.runtime.set_mocks(_RecordingMocks(config.gcp.project, run), project=PROJECT, stack=name, preview=True, logger=logger)
+    pulumi.runtime.set_mocks(
+        _RecordingMocks(config.gcp.project, run), project=PROJECT, stack=name, preview=True, logger=logger
+    )
     try:
         pulumi.runtime.test(main)()
     except pulumi.RunError as err:

@@ -53,7 +53,9 @@ def read_outputs(tf: TerraformConfig) -> dict[str, Any]:
 
     result = gcp.storage.get_bucket_object_content(bucket=tf.bucket, name=gcs_object(tf))
     if not result.content:
-        raise TerraformStateError([f"{NAMESPACE}:terraform: could not read the Terraform state {tf.location} (empty or missing)"])
+        raise TerraformStateError(
+            [f"{NAMESPACE}:terraform: could not read the Terraform state {tf.location} (empty or missing)"]
+        )
     try:
         state = json.loads(result.content)
     except json.JSONDecodeError as err:
@@ -65,12 +67,16 @@ def _output(outputs: dict[str, Any], name: str, key: str, tf: TerraformConfig) -
     if name not in outputs:
         there = ", ".join(sorted(outputs)) or "none"
         raise TerraformStateError(
-            [f"{NAMESPACE}:terraform.outputs.{key}: output {name!r} not found in Terraform state {tf.location}; outputs there: {there}"]
+            [
+                f"{NAMESPACE}:terraform.outputs.{key}: output {name!r} not found in Terraform state {tf.location}; outputs there: {there}"
+            ]
         )
     value = outputs[name]
     if not isinstance(value, str) or not value:
         raise TerraformStateError(
-            [f"{NAMESPACE}:terraform.outputs.{key}: output {name!r} in {tf.location} is {json.dumps(value)}; expected a name (string)"]
+            [
+                f"{NAMESPACE}:terraform.outputs.{key}: output {name!r} in {tf.location} is {json.dumps(value)}; expected a name (string)"
+            ]
         )
     return value
 
@@ -78,7 +84,9 @@ def _output(outputs: dict[str, Any], name: str, key: str, tf: TerraformConfig) -
 def _tier(tier: CapacityTier, names: dict[str, str]) -> CapacityTier:
     if tier.reservation is None or tier.reservation.name not in names:
         return tier
-    return tier.model_copy(update={"reservation": tier.reservation.model_copy(update={"name": names[tier.reservation.name]})})
+    return tier.model_copy(
+        update={"reservation": tier.reservation.model_copy(update={"name": names[tier.reservation.name]})}
+    )
 
 
 def resolve(cfg: StackConfig, outputs: dict[str, Any] | None = None) -> StackConfig:
@@ -100,7 +108,9 @@ def resolve(cfg: StackConfig, outputs: dict[str, Any] | None = None) -> StackCon
         pool.model_copy(
             update={
                 "capacity": [_tier(t, names) for t in pool.capacity],
-                "fallback": [fb.model_copy(update={"capacity": [_tier(t, names) for t in fb.capacity]}) for fb in pool.fallback],
+                "fallback": [
+                    fb.model_copy(update={"capacity": [_tier(t, names) for t in fb.capacity]}) for fb in pool.fallback
+                ],
             }
         )
         for pool in cfg.slice_pools

@@ -113,7 +113,10 @@ class GkeCluster(pulumi.ComponentResource):
             cluster=cluster.name,
             location=args.gcp.region,
             initial_node_count=cfg.cpu_pool.min_nodes,
-            autoscaling={"total_min_node_count": cfg.cpu_pool.min_nodes, "total_max_node_count": cfg.cpu_pool.max_nodes},
+            autoscaling={
+                "total_min_node_count": cfg.cpu_pool.min_nodes,
+                "total_max_node_count": cfg.cpu_pool.max_nodes,
+            },
             management={"auto_repair": True, "auto_upgrade": True},
             node_config={
                 "machine_type": cfg.cpu_pool.machine_type,

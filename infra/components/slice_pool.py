@@ -107,7 +107,11 @@ class SlicePool(pulumi.ComponentResource):
                 management={"auto_repair": not flex, "auto_upgrade": True},
                 node_config={
                     "machine_type": shape.machine_type,
-                    "labels": {COMPUTE_CLASS_LABEL: pool.compute_class, POOL_LABEL: pool.name, TIER_LABEL: tier.kind.value},
+                    "labels": {
+                        COMPUTE_CLASS_LABEL: pool.compute_class,
+                        POOL_LABEL: pool.name,
+                        TIER_LABEL: tier.kind.value,
+                    },
                     # Manual pools join a ComputeClass through its label plus a matching taint.
                     "taints": [{"key": COMPUTE_CLASS_LABEL, "value": pool.compute_class, "effect": "NO_SCHEDULE"}],
                     **capacity_node_config(tier, args.project),

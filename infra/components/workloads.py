@@ -63,14 +63,21 @@ def _tier_placement(tier: CapacityTier) -> tuple[dict[str, str], dict[str, Any] 
         assert tier.reservation is not None
         return {RESERVATION_NODE_LABEL: tier.reservation.name}, None
     # On-demand has no label of its own: it is the node that is none of the others.
-    absent = [{"key": key, "operator": "DoesNotExist"} for key in
-              (SPOT_NODE_LABEL, FLEX_START_NODE_LABEL, RESERVATION_NODE_LABEL)]
+    absent = [
+        {"key": key, "operator": "DoesNotExist"}
+        for key in (SPOT_NODE_LABEL, FLEX_START_NODE_LABEL, RESERVATION_NODE_LABEL)
+    ]
     return {}, {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": absent}]}}
 
 
 def tpu_worker_group(
-    pool: SlicePoolConfig, shape: SliceShape, tier: CapacityTier, replicas: int, max_replicas: int,
-    ray: RayConfig, group_name: str,
+    pool: SlicePoolConfig,
+    shape: SliceShape,
+    tier: CapacityTier,
+    replicas: int,
+    max_replicas: int,
+    ray: RayConfig,
+    group_name: str,
 ) -> dict[str, Any]:
     chips = str(shape.chips_per_host)
     selector, affinity = _tier_placement(tier)
@@ -104,8 +111,9 @@ def tpu_worker_group(
     if affinity:
         pod_spec["affinity"] = {"nodeAffinity": affinity}
     if tier.kind is TierKind.SPOT:
-        pod_spec["tolerations"].append({"key": SPOT_NODE_LABEL, "operator": "Equal", "value": "true",
-                                        "effect": "NoSchedule"})
+        pod_spec["tolerations"].append(
+            {"key": SPOT_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        )
     return {
         "groupName": group_name,
         # One replica is one slice: KubeRay creates and deletes its numOfHosts pods together.
@@ -132,13 +140,17 @@ def tpu_worker_groups(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: 
     the Ray autoscaler scales when a label-selector fallback asks for them."""
     groups = []
     for index, tier in enumerate(pool.capacity):
-        groups.append(tpu_worker_group(pool, pool.shape, tier, slices if index == 0 else 0, slices, ray,
-                                       f"{role}-{tier.kind.value}"))
+        groups.append(
+            tpu_worker_group(
+                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.value}"
+            )
+        )
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
         for tier in fallback.capacity:
-            groups.append(tpu_worker_group(pool, shape, tier, 0, slices, ray,
-                                           f"{role}-{shape.generation}-{tier.kind.value}"))
+            groups.append(
+                tpu_worker_group(pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.value}")
+            )
     return groups
 
 
@@ -339,9 +351,7 @@ class RayWorkloads(pulumi.ComponentResource):
                 opts=gcp_opts,
             )
 
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": ns, "labels": object_labels}, opts=k8s_opts
-        )
+        namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": ns, "labels": object_labels}, opts=k8s_opts)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         k8s.core.v1.ServiceAccount(
             f"{name}-ksa",

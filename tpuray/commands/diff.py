@@ -85,8 +85,17 @@ def _cost_rows(s: StackDiff) -> list[tuple[str, str, str, str]]:
     rows = []
     for scale in ("min", "max"):
         a, b = s.cost.total("base", scale), s.cost.total("head", scale)
-        rows.append((f"total at {scale} scale, configured tiers, per hour", total_text(a), total_text(b), delta_text(a, b)))
-        rows.append((f"total at {scale} scale, per month", total_text(a, hpm, "mo"), total_text(b, hpm, "mo"), delta_text(a, b, hpm, "mo")))
+        rows.append(
+            (f"total at {scale} scale, configured tiers, per hour", total_text(a), total_text(b), delta_text(a, b))
+        )
+        rows.append(
+            (
+                f"total at {scale} scale, per month",
+                total_text(a, hpm, "mo"),
+                total_text(b, hpm, "mo"),
+                delta_text(a, b, hpm, "mo"),
+            )
+        )
     a, b = s.cost.total("base", "max", "onDemandHourly"), s.cost.total("head", "max", "onDemandHourly")
     rows.append(("same pools all on-demand, max scale, per hour", total_text(a), total_text(b), delta_text(a, b)))
     for x, y in s.cost.line_changes():
@@ -111,7 +120,9 @@ def _cost_rows(s: StackDiff) -> list[tuple[str, str, str, str]]:
 
 
 def terminal(report: Report, console: Console) -> None:
-    console.print(f"[bold]tpuray diff[/] {escape(report.base_ref)} ({report.base_sha[:10]}) → working tree (offline, mocked)")
+    console.print(
+        f"[bold]tpuray diff[/] {escape(report.base_ref)} ({report.base_sha[:10]}) → working tree (offline, mocked)"
+    )
     overview = Table(title="stacks")
     for col in ("stack", "resources", "policy violations (new / resolved)", "cost at max scale ($/h)"):
         overview.add_column(col)
@@ -201,7 +212,9 @@ def markdown(report: Report) -> str:
                 out.append(f"- :white_check_mark: resolved: {_md(_violation_text(v))}")
             out.append("")
         if s.head_mandatory:
-            out.append(f"**{len(s.head_mandatory)} mandatory policy violation(s) in the head of `{s.stack}`** (blocks `pulumi up`).")
+            out.append(
+                f"**{len(s.head_mandatory)} mandatory policy violation(s) in the head of `{s.stack}`** (blocks `pulumi up`)."
+            )
             out.append("")
         out.append("| cost (USD, TPU chips) | base | head | delta |")
         out.append("|---|---|---|---|")

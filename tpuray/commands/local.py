@@ -69,7 +69,9 @@ def run_workload(args: argparse.Namespace) -> int:
     stack = run_stack(args.stack)
     sdir = emulator.state_dir_for(stack.stack)
     if not (sdir / emulator.STATE_FILE).exists():
-        raise UserError(f"no emulated cluster for stack {stack.stack!r}; start one with `tpuray local up {stack.stack}`")
+        raise UserError(
+            f"no emulated cluster for stack {stack.stack!r}; start one with `tpuray local up {stack.stack}`"
+        )
     cluster = emulator.EmulatedCluster.attach(sdir)
     if not cluster.state.dashboard_url:
         raise UserError("the emulated cluster runs without its dashboard; restart it without --no-dashboard")

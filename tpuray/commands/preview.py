@@ -87,14 +87,24 @@ def key_inputs(r: MockedResource) -> str:
     i = r.inputs
     if r.type == "gcp:container/cluster:Cluster":
         ray = (_get(i, "addonsConfig", "rayOperatorConfigs") or [{}])[0]
-        return (f"{i.get('location')} channel={_get(i, 'releaseChannel', 'channel')} "
-                f"rayOperator={ray.get('enabled', False)} privateNodes={_get(i, 'privateClusterConfig', 'enablePrivateNodes')} "
-                f"workloadIdentity={bool(i.get('workloadIdentityConfig'))}")
+        return (
+            f"{i.get('location')} channel={_get(i, 'releaseChannel', 'channel')} "
+            f"rayOperator={ray.get('enabled', False)} privateNodes={_get(i, 'privateClusterConfig', 'enablePrivateNodes')} "
+            f"workloadIdentity={bool(i.get('workloadIdentityConfig'))}"
+        )
     if r.type == "gcp:container/nodePool:NodePool":
         nc = i.get("nodeConfig", {})
-        tier = "spot" if nc.get("spot") else "flex-start" if nc.get("flexStart") else (
-            "reservation " + ",".join(_get(nc, "reservationAffinity", "values") or [])
-            if _get(nc, "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION" else "on-demand")
+        tier = (
+            "spot"
+            if nc.get("spot")
+            else "flex-start"
+            if nc.get("flexStart")
+            else (
+                "reservation " + ",".join(_get(nc, "reservationAffinity", "values") or [])
+                if _get(nc, "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION"
+                else "on-demand"
+            )
+        )
         size = _n(i.get("initialNodeCount", 0))
         if i.get("autoscaling"):
             size += f" (max {_n(_get(i, 'autoscaling', 'totalMaxNodeCount'))})"
@@ -105,15 +115,22 @@ def key_inputs(r: MockedResource) -> str:
         prios = _get(i, "spec", "priorities") or []
         steps = []
         for p in prios:
-            tier = "spot" if p.get("spot") else "flex-start" if "flexStart" in p else (
-                "reservation" if _get(p, "reservations", "affinity") == "Specific" else "on-demand")
+            tier = (
+                "spot"
+                if p.get("spot")
+                else "flex-start"
+                if "flexStart" in p
+                else ("reservation" if _get(p, "reservations", "affinity") == "Specific" else "on-demand")
+            )
             steps.append(f"{_get(p, 'tpu', 'type')} {_get(p, 'tpu', 'topology')} {tier}")
         return " → ".join(steps)
     if r.type.startswith("kubernetes:ray.io/"):
         spec = i.get("spec", {})
         cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
-        groups = [f"{g.get('groupName')}: {_n(g.get('replicas', 1))}x{_n(g.get('numOfHosts', 1))} hosts"
-                  for g in cluster.get("workerGroupSpecs", [])]
+        groups = [
+            f"{g.get('groupName')}: {_n(g.get('replicas', 1))}x{_n(g.get('numOfHosts', 1))} hosts"
+            for g in cluster.get("workerGroupSpecs", [])
+        ]
         return f"ns={_get(i, 'metadata', 'namespace')} " + "; ".join(groups)
     if r.type.startswith("kubernetes:"):
         return f"{_get(i, 'metadata', 'namespace') or ''}/{_get(i, 'metadata', 'name')}".lstrip("/")

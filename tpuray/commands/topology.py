@@ -24,11 +24,31 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([s.as_json() for s in shapes], indent=2))
         return 0
     table = Table(title="TPU slice catalog", show_lines=False)
-    for column in ("generation", "topology", "chips", "hosts", "chips/host", "machine type",
-                   "gke-tpu-accelerator", "Ray accelerator", "pod type", "placement"):
+    for column in (
+        "generation",
+        "topology",
+        "chips",
+        "hosts",
+        "chips/host",
+        "machine type",
+        "gke-tpu-accelerator",
+        "Ray accelerator",
+        "pod type",
+        "placement",
+    ):
         table.add_column(column, justify="right" if column in ("chips", "hosts", "chips/host") else "left")
     for s in shapes:
-        table.add_row(s.generation, s.topology, str(s.chips), str(s.hosts), str(s.chips_per_host), s.machine_type,
-                      s.gke_accelerator, s.ray_accelerator_type, s.pod_type, s.placement.value)
+        table.add_row(
+            s.generation,
+            s.topology,
+            str(s.chips),
+            str(s.hosts),
+            str(s.chips_per_host),
+            s.machine_type,
+            s.gke_accelerator,
+            s.ray_accelerator_type,
+            s.pod_type,
+            s.placement.value,
+        )
     Console(width=160).print(table)
     return 0
