@@ -15,8 +15,9 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# The main job: offline preview, emulated TPU slices, training, serving (a few minutes).
 demo: venv
-	$(BIN)/tpuray preview dev
+	$(BIN)/tpuray demo dev
 
 test: venv
 	$(BIN)/ruff check .

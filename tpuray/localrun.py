@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from tpuray.emulator import EmulatedCluster
 
 RESULT_PREFIX = "TPURAY_RESULT "  # the apps' machine-readable summary line
+LOSS_LINE = re.compile(r"\bstep (\d+) loss ([0-9.eE+-]+)")  # ray_apps.train progress lines
 # POST /predict body (docs/apps.md): raw rows of sqft, rooms, age_years, distance_km, income_k.
 SAMPLE_REQUEST: dict[str, Any] = {"instances": [[1450.0, 3.0, 12.0, 8.5, 95.0], [2600.0, 5.0, 3.0, 22.0, 160.0]]}
 
@@ -106,6 +108,10 @@ def serve_config_for_emulator(
     rewrites: list[str] = []
     for app in config["applications"]:
         app["runtime_env"] = _local_runtime_env(app.get("runtime_env") or {}, rewrites)
+        # Serve's REST API takes remote URIs only, or local:// for a directory every node
+        # already has: all emulated nodes share this machine's filesystem.
+        app["runtime_env"]["working_dir"] = f"local://{REPO_ROOT}"
+        app["runtime_env"].pop("excludes", None)
         args = app.setdefault("args", {})
         for key, value in list(args.items()):
             if isinstance(value, str) and value.startswith("gs://"):
@@ -192,11 +198,15 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
     console.print(f"[bold]submitted[/] {job_id} to {cluster.state.dashboard_url}")
     result: dict[str, Any] = {}
 
+    losses: dict[int, float] = {}
+
     async def stream() -> None:
         async for chunk in client.tail_job_logs(job_id):
             for line in chunk.splitlines():
                 if line.startswith(RESULT_PREFIX):
                     result.update(json.loads(line[len(RESULT_PREFIX) :]))
+                elif match := LOSS_LINE.search(line):
+                    losses[int(match.group(1))] = float(match.group(2))
                 console.print(line, markup=False, highlight=False)
 
     try:
@@ -208,6 +218,8 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
     if status != JobStatus.SUCCEEDED:
         info = client.get_job_info(job_id)
         raise UserError(f"job {job_id} ended {status.value}: {info.message}", code=1)
+    if losses:
+        result["loss_by_step"] = dict(sorted(losses.items()))
     return result
 
 
@@ -234,8 +246,11 @@ def run_train(cluster: EmulatedCluster, stack: StackRun, console: Console, steps
     job.entrypoint = _python(job.entrypoint, job.rewrites)
     data_uri = job.argument("--data-uri")
     if data_uri and not _has_files(data_uri):
-        console.print(f"[bold]no data at {data_uri}[/]: generating it first with ray_apps.data")
-        run_data(cluster, stack, console, DATA_ROWS, timeout_s)
+        # Writing files needs no cluster: the stand-in bucket is a local folder.
+        from ray_apps.data import write_synthetic
+
+        paths = write_synthetic(data_uri, DATA_ROWS)
+        console.print(f"[bold]no data at {data_uri}[/]: wrote {DATA_ROWS} synthetic rows in {len(paths)} files")
     _print_rewrites(console, "train", job.rewrites)
     return submit_and_stream(cluster, job, console, timeout_s)
 
