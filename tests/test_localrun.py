@@ -1,0 +1,72 @@
+"""How `tpuray local run` adapts the rendered RayJob and RayService to the emulator: visibly, minimally."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import mocked
+from tpuray import catalog
+from tpuray.localrun import job_for_emulator, local_uri, rendered, serve_config_for_emulator
+from tpuray.shared import REPO_ROOT
+
+ROOT = Path("/tmp/stand-in-gcs")
+
+
+def argv_of(entrypoint: str) -> dict[str, str]:
+    argv = shlex.split(entrypoint)
+    return dict(zip(argv[3::2], argv[4::2], strict=False))
+
+
+def test_gcs_uris_map_to_a_local_stand_in_and_local_paths_stay():
+    assert local_uri("gs://acme-data/regression/", ROOT) == "/tmp/stand-in-gcs/acme-data/regression"
+    assert local_uri("/data/x", ROOT) == "/data/x"
+
+
+def test_the_job_keeps_the_rendered_entrypoint_except_device_and_bucket_paths():
+    rayjob = rendered(mocked("dev"), "RayJob")
+    job = job_for_emulator(rayjob, ROOT)
+    original, local = argv_of(rayjob["spec"]["entrypoint"]), argv_of(job.entrypoint)
+    assert local["--device"] == "emulated" and original["--device"] == "tpu"
+    assert local["--data-uri"] == local_uri(original["--data-uri"], ROOT)
+    assert local["--storage-uri"] == local_uri(original["--storage-uri"], ROOT)
+    unchanged = set(original) - {"--device", "--data-uri", "--storage-uri"}
+    assert {k: local[k] for k in unchanged} == {k: original[k] for k in unchanged}
+
+
+def test_every_rewrite_is_listed():
+    job = job_for_emulator(rendered(mocked("dev"), "RayJob"), ROOT)
+    assert any(r.startswith("--device: tpu -> emulated") for r in job.rewrites)
+    assert any(r.startswith("--data-uri: gs://") for r in job.rewrites)
+    assert any(r.startswith("runtime_env.working_dir: gs://") for r in job.rewrites)
+    assert any(r.startswith("runtime_env.pip: dropped") for r in job.rewrites)
+
+
+def test_runtime_env_uses_this_checkout_without_pip_installs():
+    rayjob = rendered(mocked("dev"), "RayJob")
+    assert "pip" in yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
+    job = job_for_emulator(rayjob, ROOT)
+    assert job.runtime_env["working_dir"] == str(REPO_ROOT)
+    assert "pip" not in job.runtime_env and ".venv" in job.runtime_env["excludes"]
+
+
+def test_a_reduced_emulated_slice_rewrites_the_topology_arguments_from_the_catalog():
+    rayjob = rendered(mocked("dev"), "RayJob")
+    smaller = catalog.lookup("v6e", "2x4", "ct6e-standard-4t")
+    local = argv_of(job_for_emulator(rayjob, ROOT, smaller).entrypoint)
+    assert (local["--topology"], local["--hosts-per-slice"], local["--chips-per-host"]) == ("2x4", "2", "4")
+
+
+def test_serve_config_stays_on_loopback_and_reads_the_checkpoint_from_the_stand_in():
+    rayservice = rendered(mocked("dev"), "RayService")
+    config, rewrites = serve_config_for_emulator(rayservice, ROOT)
+    assert config["http_options"] == {"host": "127.0.0.1", "port": 8000}
+    (app,) = config["applications"]
+    original = yaml.safe_load(rayservice["spec"]["serveConfigV2"])["applications"][0]
+    assert app["import_path"] == original["import_path"]
+    assert app["args"]["checkpoint_uri"] == local_uri(original["args"]["checkpoint_uri"], ROOT)
+    assert app["args"]["label_selector"] == original["args"]["label_selector"]
+    assert app["runtime_env"]["working_dir"] == f"local://{REPO_ROOT}"
+    assert any("loopback" in r for r in rewrites)
