@@ -384,3 +384,155 @@ def _deadline_message(
 def describe_slices() -> str:
     """A human-readable line per slice (for logs and error messages)."""
     return "\n".join(v.describe() for v in slice_inventory()) or "no TPU slices"
+
+
+# ---------------------------------------------------------------------------- fencing
+
+
+def head_resource(view: SliceView) -> str | None:
+    """The slice's `TPU-<pod type>-head` resource (Ray puts it on TPU worker 0 only), or None
+    when worker 0 is gone."""
+    for host in view.hosts:
+        for resource in host.total:
+            if resource.startswith("TPU-") and resource.endswith("-head"):
+                return resource
+    return None
+
+
+@dataclass
+class SliceFence:
+    """Placement groups holding the head resource of every slice but the ones kept open.
+
+    Ray's SlicePlacementGroup (what JaxTrainer with use_tpu=True uses) first claims some
+    slice's `TPU-<pod>-head` resource and then waits for that slice's hosts. It may claim the
+    head of a slice that is partly busy or has lost a host, and wait there for ever while
+    another slice is entirely free. While a fence stands, the only heads left to claim are
+    those of the `kept` slices, which were fully free when the fence went up."""
+
+    kept: list[str]
+    fenced: list[str]
+    placement_groups: list[PlacementGroup]
+    waited_s: float = 0.0
+    _released: bool = field(default=False, repr=False)
+
+    def release(self) -> None:
+        """Take the fence down. Idempotent."""
+        if not self._released:
+            self._released = True
+            for pg in self.placement_groups:
+                remove_placement_group(pg)
+
+    def __enter__(self) -> SliceFence:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def fence_all_but_free_slices(
+    topology: str,
+    *,
+    hosts: int,
+    chips_per_host: int,
+    num_slices: int = 1,
+    selectors: Sequence[Selector] | None = None,
+    accelerator_type: str | None = None,
+    avoid: Sequence[str] = (),
+    deadline_s: float = 300.0,
+    fence_wait_s: float = 2.0,
+    poll_s: float = 0.25,
+    name: str = "tpuray-fence",
+) -> SliceFence:
+    """Keep `num_slices` fully free slices of the shape claimable, fence every other slice.
+
+    Same slice choice as reserve_slice (all hosts alive and free, the selector chain in
+    order); slices named in `avoid` (e.g. where the failed attempt ran: its view may still
+    look healthy for a few seconds after a host died) come last. Every other slice that
+    carries the same head resource gets a one-bundle placement group on that resource.
+    Past the deadline with too few free slices: SliceUnavailableError, never a silent wait.
+    """
+    chain = _normalise_selectors(selectors, accelerator_type)
+    start = time.monotonic()
+    deadline = start + deadline_s
+    avoided = set(avoid)
+    views: list[SliceView] = []
+    while True:
+        views = slice_inventory()
+        keep: list[SliceView] = []
+        for selector in chain:
+            free = [
+                v
+                for v in _candidates(views, selector, topology, hosts, chips_per_host)
+                if v.free and head_resource(v) is not None and v not in keep
+            ]
+            keep += sorted(free, key=lambda v: v.name in avoided)
+        if len(keep) >= num_slices:
+            keep = keep[:num_slices]
+            break
+        if time.monotonic() >= deadline:
+            raise SliceUnavailableError(
+                _deadline_message(topology, hosts, chips_per_host, chain, views, deadline_s)
+                + f"\n(needed {num_slices} fully free slice(s) for a SlicePlacementGroup gang)"
+            )
+        time.sleep(min(poll_s, max(deadline - time.monotonic(), 0)))
+    heads = {head_resource(v) for v in keep}
+    kept = {v.name for v in keep}
+    pgs: list[PlacementGroup] = []
+    fenced: list[str] = []
+    for view in views:
+        head = head_resource(view)
+        if view.name in kept or head not in heads:
+            continue
+        pgs.append(
+            placement_group(
+                [{head: 1.0}],
+                name=f"{name}-{view.name}",
+                bundle_label_selector=[{SLICE_NAME: view.name}],
+            )
+        )
+        fenced.append(view.name)
+    if pgs:
+        # A fence that cannot be granted now stays pending: its head is held by someone
+        # else, so no SlicePlacementGroup can claim it either.
+        ray.wait([pg.ready() for pg in pgs], num_returns=len(pgs), timeout=fence_wait_s)
+    return SliceFence(sorted(kept), fenced, pgs, waited_s=time.monotonic() - start)
+
+
+# ---------------------------------------------------------------------------- selectors for other APIs
+
+
+def tpu_host_selector(
+    accelerator_type: str | None = None, *, market_type: str | None = None, slice_name: str | None = None
+) -> dict[str, str]:
+    """A label selector for TPU hosts (a Serve replica's or a Data task's label_selector)."""
+    selector: dict[str, str] = {}
+    if accelerator_type:
+        selector[ACCELERATOR_TYPE] = accelerator_type
+    if market_type:
+        selector[MARKET_TYPE] = market_type
+    if slice_name:
+        selector[SLICE_NAME] = slice_name
+    return selector
+
+
+def validate_selector(selector: Selector) -> dict[str, str]:
+    """Check a label selector's syntax ("v", "!v", "in(a,b)", "!in(a,b)") and return a copy.
+
+    Ray leaves a request with an unsatisfiable selector PENDING without an error; a typo
+    should fail when the app is built instead."""
+    out: dict[str, str] = {}
+    for key, expr in selector.items():
+        if not isinstance(key, str) or not key or not isinstance(expr, str) or not expr:
+            raise ValueError(f"label selector entries must be non-empty strings, got {key!r}: {expr!r}")
+        body = expr[1:] if expr.startswith("!") else expr
+        if not body or (("(" in body or ")" in body) and not (body.startswith("in(") and body.endswith(")"))):
+            raise ValueError(f"label selector value {expr!r} for {key!r}: use 'v', '!v', 'in(a,b)' or '!in(a,b)'")
+        if body.startswith("in(") and not [v for v in body[3:-1].split(",") if v.strip()]:
+            raise ValueError(f"label selector value {expr!r} for {key!r} lists no values")
+        out[key] = expr
+    return out
+
+
+def fallback_strategy(selectors: Sequence[Selector]) -> list[dict[str, dict[str, str]]]:
+    """Ray's `fallback_strategy` option for an ordered chain of soft fallback selectors."""
+    return [{"label_selector": validate_selector(s)} for s in selectors]

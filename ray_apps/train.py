@@ -45,6 +45,7 @@ Device = Literal["tpu", "emulated", "cpu"]
 DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")
 RESULT_PREFIX = "TPURAY_RESULT "
 DATASET_NAME = "train"
+PLACEMENT_DIR = "placement"
 
 
 @dataclass
@@ -68,6 +69,9 @@ class TrainArgs:
     data_format: str | None = None
     fail_once_at_step: int | None = None  # fault injection for restart tests
     address: str | None = None
+    # tpu/emulated: how long a (re)start may wait for enough fully free slices before it
+    # fails loudly with ray_apps.slices.SliceUnavailableError.
+    slice_deadline_s: float = 600.0
 
     def validate(self) -> None:
         if self.device not in DEVICES:
@@ -87,6 +91,8 @@ class TrainArgs:
             raise ValueError("--hosts-per-slice and --slices must be >= 1")
         if self.steps < 1 or self.checkpoint_every < 1 or self.batch_size < 1:
             raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
+        if self.slice_deadline_s <= 0:
+            raise ValueError("--slice-deadline-s must be > 0")
 
     @property
     def num_workers(self) -> int:
@@ -139,6 +145,21 @@ def build_run_config(args: TrainArgs) -> Any:
         # Keep a few: Serve and resumption only need the latest; older ones help debugging.
         checkpoint_config=CheckpointConfig(num_to_keep=5),
         worker_runtime_env={"env_vars": worker_env(args.device)},
+        callbacks=[] if args.device == "cpu" else [slice_guard(args)],
+    )
+
+
+def slice_guard(args: TrainArgs) -> Any:
+    """The Train callback that makes every (re)start of the gang land on fully free slices."""
+    from ray_apps.train_slices import SliceGuardCallback
+
+    assert args.topology and args.accelerator_type
+    return SliceGuardCallback(
+        topology=args.topology,
+        accelerator_type=args.accelerator_type,
+        hosts_per_slice=args.hosts_per_slice,
+        chips_per_host=args.chips_per_host,
+        deadline_s=args.slice_deadline_s,
     )
 
 
@@ -156,6 +177,7 @@ def loop_config(args: TrainArgs, stats: dict[str, Any]) -> dict[str, Any]:
             join(args.run_uri, f".fail_once_at_step_{args.fail_once_at_step}") if args.fail_once_at_step else None
         ),
         "fail_once_at_step": args.fail_once_at_step,
+        "placement_uri": join(args.run_uri, PLACEMENT_DIR),
     }
 
 
@@ -190,6 +212,50 @@ def _maybe_inject_failure(config: dict[str, Any], step: int, rank: int) -> None:
     with fs.open_output_stream(path) as out:
         out.write(str(step).encode())
     raise RuntimeError(f"tpuray: injected failure at step {step} (fail_once_at_step)")
+
+
+def _placement(rank: int) -> dict[str, Any]:
+    """Where this Train worker runs: TPU_NAME / TPU_WORKER_ID are the slice and host the node
+    belongs to (set by GKE's TPU webhook, or by the emulator, on the raylet we inherit from)."""
+    import ray
+
+    return {
+        "rank": rank,
+        "slice": os.environ.get("TPU_NAME"),
+        "tpu_worker_id": os.environ.get("TPU_WORKER_ID"),
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "pid": os.getpid(),
+    }
+
+
+def _record_placement(config: dict[str, Any], attempt: int, placement: dict[str, Any]) -> None:
+    """<run>/placement/attempt_NNN_rank_R.json: one file per rank and attempt, so a test (or
+    an operator) can see every rank's slice, not only rank 0's. Best effort."""
+    uri = config.get("placement_uri")
+    if not uri:
+        return
+    try:
+        fs, path = filesystem(join(uri, f"attempt_{attempt:03d}_rank_{placement['rank']}.json"))
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(path) as out:
+            out.write(json.dumps({"attempt": attempt, "time": time.time(), **placement}).encode())
+    except OSError as e:  # never fail training over bookkeeping
+        print(f"[rank{placement['rank']}] could not record placement: {e}", file=sys.stderr)
+
+
+def read_placements(run_uri: str) -> list[dict[str, Any]]:
+    """Every recorded (attempt, rank) placement of a run, sorted by attempt and rank."""
+    import pyarrow.fs as pafs
+
+    fs, path = filesystem(join(run_uri, PLACEMENT_DIR))
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return []
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(path)):
+        if info.path.endswith(".json"):
+            with fs.open_input_stream(info.path) as f:
+                found.append(json.loads(f.read()))
+    return sorted(found, key=lambda p: (p["attempt"], p["rank"]))
 
 
 def _epochs(shard: Any, batch_size: int, iterate: Any) -> Iterator[tuple[int, Any]]:
@@ -251,7 +317,17 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         )
         resumed_from = None
     attempt = len(state.attempts) + 1
-    state.attempts.append({"attempt": attempt, "start_step": state.step + 1, "resumed_from": resumed_from})
+    placement = _placement(rank)
+    state.attempts.append(
+        {
+            "attempt": attempt,
+            "start_step": state.step + 1,
+            "resumed_from": resumed_from,
+            "slice": placement["slice"],  # rank 0's; every rank's is in placement/
+            "started_at": time.time(),
+        }
+    )
+    _record_placement(config, attempt, {**placement, "start_step": state.step + 1})
     if rank == 0:
         print(
             f"[rank0] attempt {attempt}: start at step {state.step + 1} (resumed_from={resumed_from}), world={world}, devices={jax.device_count()}"
@@ -280,7 +356,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         params, opt_state, loss = train_step(params, opt_state, batch["x"], batch["y"])
         state.step += 1
         loss_value = float(loss)
-        state.history.append({"step": state.step, "loss": loss_value, "attempt": attempt})
+        state.history.append({"step": state.step, "loss": loss_value, "attempt": attempt, "time": time.time()})
         _maybe_inject_failure(config, state.step, rank)
 
         if state.step % config["checkpoint_every"] == 0 or state.step == config["steps"]:
@@ -363,6 +439,7 @@ def run(args: TrainArgs) -> dict[str, Any]:
             attempts=final.attempts,
             history_problems=m.step_history_problems(final.history) + m.attempt_problems(final.attempts),
         )
+    summary["placements"] = read_placements(args.run_uri)
     return summary
 
 
@@ -386,6 +463,12 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fail-once-at-step", type=int, default=None, help="fault injection: raise once at this step")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
+    p.add_argument(
+        "--slice-deadline-s",
+        type=float,
+        default=600.0,
+        help="tpu/emulated: fail with SliceUnavailableError when no fully free slice appears within this",
+    )
     ns = p.parse_args(argv)
     return TrainArgs(**{k: v for k, v in vars(ns).items()})
 

@@ -1,0 +1,88 @@
+"""Ray Train hook that keeps JaxTrainer's TPU gang on fully free slices, restarts included.
+
+JaxTrainer with use_tpu=True reserves slices with Ray's SlicePlacementGroup, which first
+claims some slice's `TPU-<pod type>-head` resource and then waits for that slice's hosts.
+After a host of slice A dies (preemption, a crashed VM), A keeps its head resource on
+worker 0; a restart can claim it and wait for the dead host, although slice B is free.
+
+SliceGuardCallback runs in the Train controller around every worker-group start (the
+first one and each FailureConfig restart): it fences the head resource of every slice that
+is not fully free with ray_apps.slices.fence_all_but_free_slices, lets Ray reserve the
+gang, and takes the fence down once the workers are placed (or the start failed). The slice
+the previous attempt ran on is tried last, because right after a host dies Ray may still
+show it alive. With too few free slices until the deadline, the start fails with
+SliceUnavailableError (FailureConfig may retry it) instead of waiting silently.
+
+Ray Train v2 exposes worker-group hooks only through WorkerGroupCallback, a DeveloperAPI
+under ray.train.v2._internal (pinned: ray 2.60.0; see requirements.lock). RunConfig passes
+callbacks that are not UserCallbacks straight to the controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from ray.train.v2._internal.execution.callback import WorkerGroupCallback
+
+from ray_apps import slices
+
+logger = logging.getLogger(__name__)
+
+
+class SliceGuardCallback(WorkerGroupCallback):
+    def __init__(
+        self,
+        *,
+        topology: str,
+        accelerator_type: str,
+        hosts_per_slice: int,
+        chips_per_host: int,
+        deadline_s: float = 600.0,
+    ) -> None:
+        self.topology = topology
+        self.accelerator_type = accelerator_type
+        self.hosts_per_slice = hosts_per_slice
+        self.chips_per_host = chips_per_host
+        self.deadline_s = deadline_s
+        self._fence: slices.SliceFence | None = None
+        self.placed_on: list[list[str]] = []  # slices kept open for each start, in order
+
+    @contextlib.contextmanager
+    def on_worker_group_start(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            # Workers placed, or the start failed: either way the fence must go.
+            self._release()
+
+    def before_worker_group_start(self, worker_group_context: Any) -> None:
+        self._release()
+        avoid = self.placed_on[-1] if self.placed_on else []
+        fence = slices.fence_all_but_free_slices(
+            self.topology,
+            hosts=self.hosts_per_slice,
+            chips_per_host=self.chips_per_host,
+            num_slices=int(getattr(worker_group_context, "num_slices", 1) or 1),
+            accelerator_type=self.accelerator_type,
+            avoid=avoid,
+            deadline_s=self.deadline_s,
+        )
+        self._fence = fence
+        self.placed_on.append(fence.kept)
+        logger.info(
+            "tpuray: gang start %d: slices kept free %s, fenced %s (%.1f s)",
+            len(self.placed_on),
+            fence.kept,
+            fence.fenced,
+            fence.waited_s,
+        )
+        print(f"tpuray slice guard: start {len(self.placed_on)} keeps {fence.kept} fences {fence.fenced}", flush=True)
+
+    def _release(self) -> None:
+        if self._fence is not None:
+            with contextlib.suppress(Exception):
+                self._fence.release()
+            self._fence = None

@@ -1,0 +1,308 @@
+"""Fault recovery on an emulated cluster of two v6e 4x4 slices (8 hosts + head).
+
+One cluster for the module (in-process: it dies with the test process):
+1. Train (ray_apps.train, device emulated, JaxTrainer + FailureConfig) runs as its own
+   driver process, the RayJob entrypoint. Once a checkpoint exists, TPU worker 1 of the
+   slice it runs on is killed, as a preemption would. Slice A keeps its TPU-v6e-16-head
+   resource on worker 0, the trap in which Ray's SlicePlacementGroup waits for ever for the
+   dead host; ray_apps.train_slices fences it, so the gang restarts on slice B from the
+   latest checkpoint and finishes. Checked from the persisted history and placements.
+2. A Serve replica pinned to TPU hosts by label: its host is killed, Serve replaces it on
+   another host and requests succeed again.
+3. With no fully free slice, the start fails with SliceUnavailableError before a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import requests
+
+from ray_apps import checkpoints, data, model, serve, slices, train
+from tpuray import catalog
+from tpuray.emulator import EmulatedCluster, SliceSpec
+
+pytestmark = pytest.mark.slow
+
+V6E = catalog.lookup("v6e", "4x4")
+SLICES = ["v6e-fr-0", "v6e-fr-1"]
+STEPS = 20
+CHECKPOINT_EVERY = 5
+KILL_AFTER_CHECKPOINT = 5  # kill once this checkpoint is on storage
+BATCH = 32
+# One epoch covers the run: each new pass over a Ray Data shard costs ~30 s here (2 cores).
+ROWS = V6E.hosts * BATCH * STEPS
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmulatedCluster]:
+    import ray
+
+    specs = [SliceSpec.from_shape(name, "v6e-spot", V6E, "spot") for name in SLICES]
+    state_dir = tempfile.mkdtemp(prefix="tpfr-", dir="/tmp")  # short: Ray puts sockets under it
+    emu = EmulatedCluster.start(specs, state_dir=state_dir, name="test-fault-recovery")
+    pids = emu.pids()
+    try:
+        emu.connect()
+        yield emu
+    finally:
+        if ray.is_initialized():
+            from ray import serve as ray_serve
+
+            try:
+                ray_serve.shutdown()
+            finally:
+                ray.shutdown()
+        leftover = emu.stop()
+        assert leftover == []
+        assert [p for p in pids if psutil.pid_exists(p)] == []
+
+
+def driver_env(address: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "RAY_ADDRESS": address,
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def train_cmd(workdir: Path, run_name: str, steps: int = STEPS, **extra: Any) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "ray_apps.train",
+        "--device=emulated",
+        f"--accelerator-type={V6E.ray_accelerator_type}",
+        f"--topology={V6E.topology}",
+        f"--hosts-per-slice={V6E.hosts}",
+        f"--chips-per-host={V6E.chips_per_host}",
+        f"--steps={steps}",
+        f"--checkpoint-every={CHECKPOINT_EVERY}",
+        f"--data-uri={workdir / 'data'}",
+        f"--storage-uri={workdir / 'runs'}",
+        f"--run-name={run_name}",
+        f"--batch-size={BATCH}",
+    ]
+    return cmd + [f"--{k.replace('_', '-')}={v}" for k, v in extra.items()]
+
+
+def result_of(output: str) -> dict[str, Any]:
+    lines = [ln for ln in output.splitlines() if ln.startswith(train.RESULT_PREFIX)]
+    assert lines, output[-4000:]
+    return json.loads(lines[-1][len(train.RESULT_PREFIX) :])
+
+
+def wait_for(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the driver exited ({proc.returncode}) while waiting for {what}")
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("recovery")
+    data.write_synthetic(str(root / "data"), rows=ROWS, fmt="parquet", files=4)
+    return root
+
+
+@pytest.fixture(scope="module")
+def recovered_run(cluster: EmulatedCluster, workdir: Path) -> dict[str, Any]:
+    """Train, kill TPU worker 1 of the training slice after checkpoint 10, let it finish."""
+    run_uri = str(workdir / "runs" / "recovery")
+    log = open(workdir / "train.log", "w+")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        train_cmd(workdir, "recovery", max_failures=2, slice_deadline_s=90),
+        env=driver_env(cluster.address),
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        first = wait_for(
+            lambda: [p for p in train.read_placements(run_uri) if p["attempt"] == 1],
+            120,
+            "attempt 1 placed",
+            proc,
+        )
+        wait_for(
+            lambda: (latest := checkpoints.find_latest(run_uri)) and latest[1] >= KILL_AFTER_CHECKPOINT,
+            120,
+            f"checkpoint {KILL_AFTER_CHECKPOINT}",
+            proc,
+        )
+        latest_before_kill = checkpoints.find_latest(run_uri)
+        assert latest_before_kill is not None
+        slice_a = next(p["slice"] for p in first if p["rank"] == 0)
+        killed_at = time.time()
+        cluster.kill_host(slice_a, 1)
+        proc.wait(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.seek(0)
+        output = log.read()
+        log.close()
+    summary = result_of(output)
+    return {
+        "summary": summary,
+        "output": output,
+        "returncode": proc.returncode,
+        "slice_a": slice_a,
+        "killed_at": killed_at,
+        "checkpoint_at_kill": latest_before_kill[1],
+        "run_uri": run_uri,
+    }
+
+
+def test_training_restarts_after_a_host_dies_and_reaches_the_final_step(recovered_run: dict[str, Any]) -> None:
+    summary = recovered_run["summary"]
+    assert recovered_run["returncode"] == 0, recovered_run["output"][-4000:]
+    assert summary["error"] is None and summary["final_step"] == STEPS
+    assert len(summary["attempts"]) == 2
+
+
+def test_restart_resumes_from_the_last_checkpoint_without_gaps_or_duplicate_steps(
+    recovered_run: dict[str, Any],
+) -> None:
+    summary = recovered_run["summary"]
+    final = model.load_checkpoint(summary["checkpoint"])
+    assert model.step_history_problems(final.history) == []
+    assert model.attempt_problems(final.attempts) == []
+    assert [h["step"] for h in final.history] == list(range(1, STEPS + 1))
+    second = final.attempts[1]
+    # Work lost to the failure is at most one checkpoint interval: the restart resumed from
+    # the checkpoint that was on storage when the host died, or a later one.
+    assert second["resumed_from"] >= recovered_run["checkpoint_at_kill"]
+    assert second["start_step"] == second["resumed_from"] + 1
+    assert {h["attempt"] for h in final.history if h["step"] > second["resumed_from"]} == {2}
+
+
+def test_restarted_gang_runs_whole_on_the_other_slice(recovered_run: dict[str, Any]) -> None:
+    placements = recovered_run["summary"]["placements"]
+    by_attempt: dict[int, list[dict[str, Any]]] = {}
+    for p in placements:
+        by_attempt.setdefault(p["attempt"], []).append(p)
+    slice_a = recovered_run["slice_a"]
+    assert {p["slice"] for p in by_attempt[1]} == {slice_a}
+    second = by_attempt[2]
+    assert len(second) == V6E.hosts
+    assert {p["slice"] for p in second} == set(SLICES) - {slice_a}
+    # One Train worker per TPU host of the slice.
+    assert sorted(p["tpu_worker_id"] for p in second) == [str(i) for i in range(V6E.hosts)]
+    assert recovered_run["summary"]["attempts"][1]["slice"] == (set(SLICES) - {slice_a}).pop()
+
+
+def test_no_free_slice_fails_loudly_before_the_deadline(
+    recovered_run: dict[str, Any], cluster: EmulatedCluster, workdir: Path
+) -> None:
+    """Slice A has lost a host, slice B is held: the start names the slices and fails."""
+    import ray
+
+    slice_b = (set(SLICES) - {recovered_run["slice_a"]}).pop()
+    with slices.reserve_slice(
+        V6E.topology,
+        hosts=V6E.hosts,
+        chips_per_host=V6E.chips_per_host,
+        selectors=[slices.tpu_host_selector(V6E.ray_accelerator_type, slice_name=slice_b)],
+        deadline_s=30,
+    ):
+        with pytest.raises(slices.SliceUnavailableError, match="no free TPU slice") as err:
+            slices.fence_all_but_free_slices(
+                V6E.topology,
+                hosts=V6E.hosts,
+                chips_per_host=V6E.chips_per_host,
+                accelerator_type=V6E.ray_accelerator_type,
+                deadline_s=3,
+            )
+    assert recovered_run["slice_a"] in str(err.value) and slice_b in str(err.value)
+    fences = [pg for pg in ray.util.placement_group_table().values() if "fence" in (pg.get("name") or "")]
+    assert fences and {pg["state"] for pg in fences} == {"REMOVED"}  # the Train guard took its fence down
+
+
+# ---------------------------------------------------------------------------- Serve
+
+
+def _replica_nodes() -> list[str]:
+    from ray._private import state
+
+    return [
+        a["Address"]["NodeID"]
+        for a in state.actors().values()
+        if a.get("State") == "ALIVE" and "CheckpointModel" in (a.get("ActorClassName") or "")
+    ]
+
+
+def _host_of(node_id: str) -> tuple[str, int]:
+    import ray
+
+    labels = next(n["Labels"] for n in ray.nodes() if n["NodeID"] == node_id)
+    return labels.get(slices.SLICE_NAME, ""), int(labels.get(slices.WORKER_ID, -1))
+
+
+def test_serve_replica_moves_to_another_tpu_host_when_its_host_dies(
+    recovered_run: dict[str, Any], cluster: EmulatedCluster
+) -> None:
+    from ray import serve as ray_serve
+
+    port = _free_port()
+    ray_serve.start(http_options={"host": "127.0.0.1", "port": port, "location": "HeadOnly"})
+    app = serve.build_app(
+        {
+            "backend": "checkpoint",
+            "checkpoint_uri": recovered_run["run_uri"],
+            "num_cpus": 0.5,
+            "label_selector": slices.tpu_host_selector(V6E.ray_accelerator_type),
+        }
+    )
+    ray_serve.run(app, name="tpuray", route_prefix="/")
+    url = f"http://127.0.0.1:{port}/predict"
+    body = {"instances": [[1100.0, 3, 25.0, 4.0, 65.0]]}
+    assert requests.post(url, json=body, timeout=30).status_code == 200
+    (node,) = _replica_nodes()
+    slice_name, worker = _host_of(node)
+    assert slice_name in SLICES  # the selector put it on a TPU host, not the head
+    cluster.kill_host(slice_name, worker)
+
+    def served_elsewhere() -> bool:
+        nodes = _replica_nodes()
+        if not nodes or node in nodes:
+            return False
+        try:
+            return requests.post(url, json=body, timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    wait_for(served_elsewhere, 90, "a replacement replica answering")
+    (new_node,) = _replica_nodes()
+    assert _host_of(new_node)[0] in SLICES and new_node != node
+    resp = requests.post(url, json=body, timeout=30).json()
+    assert resp["model_step"] == STEPS and len(resp["predictions"]) == 1
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
