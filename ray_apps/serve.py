@@ -39,7 +39,7 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ray import serve
 
-from ray_apps import checkpoints, features, llm
+from ray_apps import checkpoints, features, llm, slices
 
 IMPORT_PATH = "ray_apps.serve:build_app"
 MAX_INSTANCES = 1024
@@ -173,7 +173,8 @@ class CheckpointModel:
 def checkpoint_actor_options(args: AppArgs) -> dict[str, Any]:
     options: dict[str, Any] = {"num_cpus": args.num_cpus}
     if args.label_selector:
-        options["label_selector"] = dict(args.label_selector)
+        # Checked here: Ray leaves a replica with a malformed selector PENDING, silently.
+        options["label_selector"] = slices.validate_selector(args.label_selector)
     return options
 
 

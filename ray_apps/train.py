@@ -178,6 +178,7 @@ def loop_config(args: TrainArgs, stats: dict[str, Any]) -> dict[str, Any]:
         ),
         "fail_once_at_step": args.fail_once_at_step,
         "placement_uri": join(args.run_uri, PLACEMENT_DIR),
+        "run_uri": args.run_uri,
     }
 
 
@@ -303,10 +304,21 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     )
     optimizer = m.make_optimizer(model_config)
     restored = ray.train.get_checkpoint()
+    latest = checkpoints.find_latest(config["run_uri"]) if config.get("run_uri") else None
     if restored is not None:
         with restored.as_directory() as d:
             state = m.load_checkpoint(d)
         resumed_from: int | None = state.step
+        if latest is not None and latest[1] > state.step:
+            state = m.load_checkpoint(checkpoints.fetch(latest[0]))
+            resumed_from = state.step
+    elif latest is not None:
+        # Ray Train registers a checkpoint only once every rank's report reached the
+        # controller; a host that dies right after rank 0 uploaded one loses that report, and
+        # the restart would begin from nothing. Storage is the record: resume from its latest
+        # complete checkpoint.
+        state = m.load_checkpoint(checkpoints.fetch(latest[0]))
+        resumed_from = state.step
     else:
         state = m.TrainingState(
             step=0,

@@ -249,7 +249,7 @@ def _replica_nodes() -> list[str]:
     return [
         a["Address"]["NodeID"]
         for a in state.actors().values()
-        if a.get("State") == "ALIVE" and "CheckpointModel" in (a.get("ActorClassName") or "")
+        if a.get("State") == "ALIVE" and (a.get("ActorClassName") or "").startswith("ServeReplica:tpuray:")
     ]
 
 

@@ -1,0 +1,262 @@
+"""Write docs/benchmarks.md and docs/benchmarks.png from the benchmarks' JSON results.
+
+Reads what the benchmark scripts wrote (defaults: their /tmp paths) and reports only those
+figures; a missing file is reported as not measured, never filled in. Usage:
+    .venv/bin/python benchmarks/report.py [--slices /tmp/tpuray-bench-slices.json]
+        [--recovery /tmp/tpuray-bench-recovery.json] [--data-feed /tmp/tpuray-bench-data-feed.json]
+        [--md docs/benchmarks.md] [--png docs/benchmarks.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load(path: str) -> dict[str, Any] | None:
+    p = Path(path)
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def slices_section(d: dict[str, Any] | None, path: str) -> list[str]:
+    lines = ["## Slice reservation (`benchmarks/bench_slices.py`)", ""]
+    if d is None:
+        return [*lines, f"Not measured (no `{path}`).", ""]
+    c = d.get("cluster", {})
+    lines += [
+        f"Emulated cluster: {c.get('slices')} slices, {c.get('hosts')} hosts, {c.get('shape')}; "
+        f"started in {c.get('startup_s')} s.",
+        "",
+        "Whole-slice reservation on an idle cluster (request to ready placement group):",
+        "",
+    ]
+    lat = d.get("reservation_latency_idle", {})
+    names = {
+        "ours": "ours (`ray_apps.slices.reserve_slice`)",
+        "ray_slice_placement_group": "Ray `slice_placement_group`",
+        "plain_placement_group": "plain STRICT_SPREAD placement group (no slice guarantee)",
+    }
+    lines += _table(
+        ["contender", "n", "median ms", "p90 ms", "max ms"],
+        [[names.get(k, k), v["n"], v["median_ms"], v["p90_ms"], v["max_ms"]] for k, v in lat.items()],
+    )
+    frag = d.get("fragmentation")
+    if frag:
+        o, n = frag["ours"], frag["naive_strict_spread"]
+        lines += [
+            "",
+            f"Fragmentation over {frag['trials']} random contention trials (0-3 random busy hosts, seed {frag['seed']}):",
+            "",
+            *_table(
+                ["contender", "placed", "spanned two slices", "refused", "fragmentation rate"],
+                [
+                    ["ours", o["placed"], o["spanned"], o["refused"], o["fragmentation_rate"]],
+                    ["naive STRICT_SPREAD", n["placed"], n["spanned"], "-", n["fragmentation_rate"]],
+                ],
+            ),
+            "",
+            f"Ours refused only when no slice was fully free (refused with a free slice: "
+            f"{o['refused_with_free_slice']}).",
+        ]
+    busy = d.get("one_slice_partly_busy")
+    if busy:
+        rows = []
+        for key, label in (("ours", "ours"), ("ray_slice_placement_group", "Ray SlicePlacementGroup")):
+            v = busy[key]
+            rows.append(
+                [
+                    label,
+                    f"{v['ready']}/{busy['reps']}",
+                    v["stuck_past_timeout"],
+                    v.get("median_ms", "-"),
+                    v.get("max_ms", "-"),
+                ]
+            )
+        lines += [
+            "",
+            f"One slice partly busy ({', '.join(busy['busy'])}), the other free; timeout {busy['timeout_s']} s:",
+            "",
+            *_table(["contender", "ready", "stuck past timeout", "median ms (ready)", "max ms (ready)"], rows),
+        ]
+    return [*lines, ""]
+
+
+def recovery_section(d: dict[str, Any] | None, path: str) -> list[str]:
+    lines = ["## Recovery after a host dies (`benchmarks/bench_recovery.py`)", ""]
+    if d is None:
+        return [*lines, f"Not measured (no `{path}`).", ""]
+    cfg = d["config"]
+    lines += [
+        f"{cfg['slices']}; ray_apps.train on the emulated TPU hosts, {cfg['steps']} steps, a checkpoint "
+        f"every {cfg['checkpoint_every']}; TPU worker 1 of the training slice killed once checkpoint "
+        f"{cfg['kill_after_checkpoint']} is on storage. {cfg['trials']} trial(s), each on a fresh cluster.",
+        "",
+    ]
+    rows = [
+        [
+            i + 1,
+            t["kill_to_gang_placed_s"],
+            t["kill_to_first_step_s"],
+            t["first_attempt_start_to_first_step_s"],
+            f"{t['checkpoint_at_kill']} / {t['resumed_from']}",
+            t["persisted_steps_redone"],
+            t["killed"],
+            ", ".join(t["restarted_on"]),
+            "none" if not t["history_problems"] else "; ".join(t["history_problems"]),
+        ]
+        for i, t in enumerate(d["trials"])
+    ]
+    lines += _table(
+        [
+            "trial",
+            "kill → gang placed (s)",
+            "kill → first step (s)",
+            "first start → first step (s)",
+            "checkpoint at kill / resumed from",
+            "steps redone",
+            "killed",
+            "restarted on",
+            "history problems",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        '"first start → first step" is the same start-up without a failure (JAX distributed init, '
+        "Ray Data pipeline start): most of the recovery time is that start-up, not failure detection.",
+        "",
+    ]
+    return lines
+
+
+def data_feed_section(d: dict[str, Any] | None, path: str) -> list[str]:
+    lines = ["## Training step fed by Ray Data vs in-memory arrays (`benchmarks/bench_data_feed.py`)", ""]
+    if d is None:
+        return [*lines, f"Not measured (no `{path}`).", ""]
+    cfg = d["config"]
+    lines += [
+        f"One process, JAX on CPU ({d['machine'].get('jax_backend')}), MLP hidden {cfg['model_hidden']}, "
+        f"batch {cfg['batch_size']}, {cfg['steps_per_round']} timed steps x {cfg['rounds']} interleaved rounds "
+        f"per side, {cfg['rows']} rows. A step's time includes waiting for its batch.",
+        "",
+    ]
+    rows = []
+    for key, label in (("step_memory", "in-memory arrays"), ("step_ray_data", "Ray Data `iter_jax_batches`")):
+        v = d[key]
+        side = "memory" if key == "step_memory" else "ray_data"
+        rows.append([label, v["n"], v["median_ms"], v["p90_ms"], v["mean_ms"], d["samples_per_s"][side]])
+    lines += _table(["feed", "steps", "median ms", "p90 ms", "mean ms", "samples/s (mean)"], rows)
+    lines += [
+        "",
+        f"Ratio Ray Data / memory: {d['ratio_median']}x (median), {d['ratio_mean']}x (mean). "
+        f"Ray Data pipeline start-up (dataset to first batch) per round: "
+        f"{', '.join(str(s) for s in d['ray_data_pipeline_startup_s'])} s.",
+        "",
+    ]
+    return lines
+
+
+def plot(
+    slices: dict[str, Any] | None, recovery: dict[str, Any] | None, feed: dict[str, Any] | None, png: Path
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [p for p in (slices, recovery, feed) if p is not None]
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(5 * max(len(panels), 1), 4), squeeze=False)
+    ax_iter = iter(axes[0])
+    if slices is not None:
+        ax = next(ax_iter)
+        lat = slices["reservation_latency_idle"]
+        labels = {"ours": "ours", "ray_slice_placement_group": "Ray SPG", "plain_placement_group": "plain PG"}
+        keys = list(lat)
+        ax.bar([labels.get(k, k) for k in keys], [lat[k]["median_ms"] for k in keys], color=["C0", "C1", "C7"])
+        ax.set_ylabel("median ms (idle cluster)")
+        busy = slices.get("one_slice_partly_busy")
+        title = "Whole-slice reservation"
+        if busy:
+            title += (
+                f"\npartly busy slice: stuck {busy['ours']['stuck_past_timeout']}/{busy['reps']} (ours)"
+                f" vs {busy['ray_slice_placement_group']['stuck_past_timeout']}/{busy['reps']} (Ray SPG)"
+            )
+        ax.set_title(title, fontsize=9)
+    if recovery is not None:
+        ax = next(ax_iter)
+        trials = recovery["trials"]
+        xs = range(1, len(trials) + 1)
+        placed = [t["kill_to_gang_placed_s"] for t in trials]
+        first = [t["kill_to_first_step_s"] for t in trials]
+        ax.bar(xs, placed, label="kill → gang placed", color="C0")
+        ax.bar(xs, [f - p for f, p in zip(first, placed, strict=True)], bottom=placed, label="→ first step", color="C1")
+        ax.set_xticks(list(xs))
+        ax.set_xlabel("trial")
+        ax.set_ylabel("seconds after the host was killed")
+        ax.set_title("Training recovery (emulated v6e 4x4)", fontsize=9)
+        ax.legend(fontsize=8)
+    if feed is not None:
+        ax = next(ax_iter)
+        ax.bar(
+            ["in-memory", "Ray Data"],
+            [feed["step_memory"]["median_ms"], feed["step_ray_data"]["median_ms"]],
+            color=["C7", "C0"],
+        )
+        ax.set_ylabel("median ms per training step")
+        ax.set_title(f"Step fed by Ray Data vs memory: {feed['ratio_median']}x", fontsize=9)
+    fig.suptitle(f"tpuray benchmarks on a {os.cpu_count()}-core machine, no TPU (emulated hosts)", fontsize=10)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--slices", default="/tmp/tpuray-bench-slices.json")
+    ap.add_argument("--recovery", default="/tmp/tpuray-bench-recovery.json")
+    ap.add_argument("--data-feed", default="/tmp/tpuray-bench-data-feed.json")
+    ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
+    ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
+    args = ap.parse_args(argv)
+    slices, recovery, feed = _load(args.slices), _load(args.recovery), _load(args.data_feed)
+    machine = next((d["machine"] for d in (slices, recovery, feed) if d and "machine" in d), {})
+    png = Path(args.png)
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured on one machine with {machine.get('cpus', os.cpu_count())} CPU cores, no TPU and no GPU "
+        f"(Python {machine.get('python', platform.python_version())}, Ray {machine.get('ray', '?')}): TPU hosts are "
+        "emulated raylets on 127.0.0.1 (`tpuray.emulator`), JAX runs on CPU. Absolute times are those of a "
+        "small, shared machine; the comparisons inside each table were measured side by side in one run.",
+        "",
+        "Regenerate: run the three scripts in `benchmarks/` (each writes JSON under /tmp and prints it), then "
+        "`python benchmarks/report.py`.",
+        "",
+        f"![benchmarks]({os.path.relpath(png, Path(args.md).parent)})",
+        "",
+        *slices_section(slices, args.slices),
+        *recovery_section(recovery, args.recovery),
+        *data_feed_section(feed, args.data_feed),
+    ]
+    Path(args.md).write_text("\n".join(lines).rstrip() + "\n")
+    plot(slices, recovery, feed, png)
+    print(f"wrote {args.md} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
