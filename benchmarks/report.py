@@ -38,7 +38,7 @@ def slices_section(d: dict[str, Any] | None, path: str) -> list[str]:
     c = d.get("cluster", {})
     lines += [
         f"Emulated cluster: {c.get('slices')} slices, {c.get('hosts')} hosts, {c.get('shape')}; "
-        f"started in {c.get('startup_s')} s.",
+        f"started in {c.get('startup_s')} s. (Figures as last written to the JSON file by the script.)",
         "",
         "Whole-slice reservation on an idle cluster (request to ready placement group):",
         "",
@@ -125,7 +125,7 @@ def recovery_section(d: dict[str, Any] | None, path: str) -> list[str]:
             "kill → gang placed (s)",
             "kill → first step (s)",
             "first start → first step (s)",
-            "checkpoint at kill / resumed from",
+            "checkpoint on storage when the kill was issued / resumed from",
             "steps redone",
             "killed",
             "restarted on",
@@ -136,7 +136,9 @@ def recovery_section(d: dict[str, Any] | None, path: str) -> list[str]:
     lines += [
         "",
         '"first start → first step" is the same start-up without a failure (JAX distributed init, '
-        "Ray Data pipeline start): most of the recovery time is that start-up, not failure detection.",
+        "Ray Data pipeline start): most of the recovery time is that start-up, not failure detection. "
+        "Steps take milliseconds here, so the gang may pass further checkpoints between the kill being "
+        'issued and the host being gone; "resumed from" is the checkpoint the restart actually used.',
         "",
     ]
     return lines
