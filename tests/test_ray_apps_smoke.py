@@ -79,9 +79,12 @@ def test_first_run_loss_goes_down(first_run: dict[str, Any]) -> None:
 
 def test_second_run_resumes_at_the_next_step_after_the_checkpoint(resumed_run: dict[str, Any]) -> None:
     assert resumed_run["error"] is None and resumed_run["final_step"] == 20
-    first, second = resumed_run["attempts"]
+    keys = ("attempt", "start_step", "resumed_from")
+    first, second = ({k: a[k] for k in keys} for a in resumed_run["attempts"])
     assert first == {"attempt": 1, "start_step": 1, "resumed_from": None}
     assert second == {"attempt": 2, "start_step": 11, "resumed_from": 10}
+    # Each attempt also says where and when it started (no TPU slice on a cpu run).
+    assert all(a["slice"] is None and a["started_at"] > 0 for a in resumed_run["attempts"])
 
 
 def test_restart_after_a_failure_loses_at_most_one_checkpoint_interval(
