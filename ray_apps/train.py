@@ -238,8 +238,11 @@ def _record_placement(config: dict[str, Any], attempt: int, placement: dict[str,
     try:
         fs, path = filesystem(join(uri, f"attempt_{attempt:03d}_rank_{placement['rank']}.json"))
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(path) as out:
+        # Written aside, then moved: a reader never sees a half-written record.
+        partial = path + ".partial"
+        with fs.open_output_stream(partial) as out:
             out.write(json.dumps({"attempt": attempt, "time": time.time(), **placement}).encode())
+        fs.move(partial, path)
     except OSError as e:  # never fail training over bookkeeping
         print(f"[rank{placement['rank']}] could not record placement: {e}", file=sys.stderr)
 
