@@ -17,7 +17,6 @@ Prints the figures and writes them as JSON. Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -26,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -152,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     out = Path(args.out)
-    out.write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+    write_results(results, out)
     return 0
 
 

@@ -31,6 +31,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
+
 from ray_apps import checkpoints, data, model, train  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec  # noqa: E402
@@ -180,9 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__},
     }
     out = Path(args.out)
-    out.write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+    write_results(results, out)
     return 0
 
 

@@ -16,7 +16,6 @@ Prints the figures and writes them to a JSON file whose path it prints. Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import statistics
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec  # noqa: E402
@@ -232,9 +233,7 @@ def main() -> int:
         "ray": __import__("ray").__version__,
     }
     out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / "tpuray-bench-slices.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+    write_results(results, out)
     return 0
 
 
