@@ -15,6 +15,7 @@ from rich.table import Table
 
 from tpuray.cli import UserError
 from tpuray.cost import cost_table, stack_cost
+from tpuray.labels import ray_cluster_spec
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,
@@ -125,8 +126,7 @@ def key_inputs(r: MockedResource) -> str:
             steps.append(f"{_get(p, 'tpu', 'type')} {_get(p, 'tpu', 'topology')} {tier}")
         return " → ".join(steps)
     if r.type.startswith("kubernetes:ray.io/"):
-        spec = i.get("spec", {})
-        cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
+        cluster = ray_cluster_spec(i)
         groups = [
             f"{g.get('groupName')}: {_n(g.get('replicas', 1))}x{_n(g.get('numOfHosts', 1))} hosts"
             for g in cluster.get("workerGroupSpecs", [])
