@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint lock clean-venv
+.PHONY: venv demo test test-fast lint lock clean-venv
 
 venv: $(STAMP)
 
@@ -22,6 +22,10 @@ demo: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# Everything that needs no Ray cluster (tests not marked slow): the inner loop, under a minute.
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: venv
 	$(BIN)/ruff check .

@@ -25,7 +25,7 @@ Shapes (hosts, chips per host) come in as arguments from the caller's config.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 import ray
@@ -260,6 +260,24 @@ def _candidates(
     return out
 
 
+def choose_slice(
+    views: Sequence[SliceView],
+    chain: Sequence[Selector],
+    topology: str,
+    hosts: int,
+    chips_per_host: int,
+    skip: Set[str] = frozenset(),
+) -> tuple[int, SliceView] | None:
+    """The slice reserve_slice asks Ray for: the first selector of the chain that has a fully
+    free slice of the shape wins, and within it the first such slice by name. Slices named
+    in `skip` are passed over. None when no selector has one (then reserve_slice waits)."""
+    for index, selector in enumerate(chain):
+        for view in _candidates(views, selector, topology, hosts, chips_per_host):
+            if view.free and view.name not in skip:
+                return index, view
+    return None
+
+
 def _node_of_bundles(pg: PlacementGroup) -> list[str]:
     info = ray.util.placement_group_table(pg)
     mapping = info.get("bundles_to_node_id") or {}
@@ -303,16 +321,9 @@ def reserve_slice(
     while True:
         views = slice_inventory()
         now = time.monotonic()
-        choice: tuple[int, SliceView] | None = None
-        for index, selector in enumerate(chain):
-            free = [
-                v
-                for v in _candidates(views, selector, topology, hosts, chips_per_host)
-                if v.free and now - recently_failed.get(v.name, -1e9) > 2 * attempt_timeout_s
-            ]
-            if free:
-                choice = (index, free[0])
-                break
+        # A slice whose reservation just failed sits out a couple of attempts.
+        resting = {name for name, at in recently_failed.items() if now - at <= 2 * attempt_timeout_s}
+        choice = choose_slice(views, chain, topology, hosts, chips_per_host, skip=resting)
         if choice is not None:
             index, view = choice
             selector = chain[index]
