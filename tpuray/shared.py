@@ -1,7 +1,9 @@
 """Where the shared reference data lives (CRD schemas, conformance samples, fact sheets).
 
-It is test data, never copied into the project: TPURAY_SHARED points at it, with the
-`shared/` folder beside the repository as the default.
+It is test data: TPURAY_SHARED points at it, with the `shared/` folder beside the
+repository as the default. The one exception is the CRD schemas, which the product needs
+at run time: they ship in the package (tpuray/data/schemas, tpuray.schemas) and a test
+proves them identical to shared/schemas.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""GKE ComputeClass: the CRD's own CEL rules (shared/schemas/gke), checked before apply, plus TPU shapes."""
+"""GKE ComputeClass rules the CRD itself does not state: explicit whenUnsatisfiable, reservation names, TPU shapes.
+
+The CRD's own x-kubernetes-validations rules (flex-start with spot, machineFamily with
+machineType, reservations affinity, priorityScore on all or none, capacityCheckWaitTimeSeconds)
+are not copied here: crd-validation-rules evaluates them from the packaged CRD with a CEL library.
+"""
 
 from __future__ import annotations
 
@@ -24,72 +29,12 @@ def priorities(res: Resource) -> list[tuple[str, dict[str, Any]]]:
     return [(f"spec.priorities[{i}]", p) for i, p in enumerate(items) if isinstance(p, dict)]
 
 
-def _flex_enabled(p: dict[str, Any]) -> bool:
-    return as_dict(p.get("flexStart")).get("enabled") is True
-
-
-def _flex_not_spot(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+def _reservation_names(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    """The CRD requires `name` on a specific reservation but accepts an empty one; GKE cannot find ''."""
     for where, p in priorities(res):
-        if _flex_enabled(p) and p.get("spot") is True:
-            yield (
-                f"{res.label}: {where} sets flexStart.enabled: true and spot: true; GKE rejects the pair: "
-                "make flex-start and spot two priorities"
-            )
-
-
-def _capacity_check_wait(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    for where, p in priorities(res):
-        if "capacityCheckWaitTimeSeconds" in p and "tpu" not in p and not _flex_enabled(p):
-            yield (
-                f"{res.label}: {where}.capacityCheckWaitTimeSeconds is {show(p['capacityCheckWaitTimeSeconds'])} on a "
-                "priority with neither flexStart nor tpu; GKE only honours it there: remove it or add flexStart/tpu"
-            )
-
-
-def _machine_family_xor_type(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    for where, p in priorities(res):
-        if "machineFamily" in p and "machineType" in p:
-            yield (
-                f"{res.label}: {where} sets machineFamily {show(p['machineFamily'])} and machineType "
-                f"{show(p['machineType'])}; they are mutually exclusive: keep one"
-            )
-        if "machineType" in p and ("minCores" in p or "minMemoryGb" in p):
-            yield (
-                f"{res.label}: {where} sets machineType {show(p['machineType'])} with minCores/minMemoryGb; "
-                "a machine type fixes both: remove minCores/minMemoryGb or use machineFamily"
-            )
-
-
-def _reservations(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    for where, p in priorities(res):
-        if "reservations" not in p:
-            continue
-        r = as_dict(p.get("reservations"))
-        affinity, specific = r.get("affinity"), as_list(r.get("specific"))
-        if specific and affinity != "Specific":
-            yield (
-                f"{res.label}: {where}.reservations.affinity is {show(affinity)} with {len(specific)} specific "
-                "reservation(s); specific reservations need affinity: Specific"
-            )
-        if affinity == "Specific" and not specific:
-            yield (
-                f"{res.label}: {where}.reservations.affinity is 'Specific' with no reservation; "
-                "list at least one under reservations.specific[].name"
-            )
-        for j, item in enumerate(specific):
-            if not isinstance(as_dict(item).get("name"), str) or not as_dict(item).get("name"):
-                yield f"{res.label}: {where}.reservations.specific[{j}].name is {show(as_dict(item).get('name'))}; name the reservation"
-
-
-def _priority_score(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    items = priorities(res)
-    scored = [w for w, p in items if "priorityScore" in p]
-    if scored and len(scored) != len(items):
-        missing = [w for w, p in items if "priorityScore" not in p]
-        yield (
-            f"{res.label}: priorityScore is set on {', '.join(scored)} but not on {', '.join(missing)}; "
-            "GKE requires it on all priorities or none: set it everywhere or remove it"
-        )
+        for j, item in enumerate(as_list(as_dict(p.get("reservations")).get("specific"))):
+            if as_dict(item).get("name") == "":
+                yield f"{res.label}: {where}.reservations.specific[{j}].name is ''; name the reservation"
 
 
 def _when_unsatisfiable(res: Resource, config: dict[str, Any]) -> Iterator[str]:
@@ -138,29 +83,9 @@ def _rule(name: str, description: str, check: Any, topology: bool = False) -> Ru
 
 RULES = (
     _rule(
-        "compute-class-flex-start-not-spot",
-        "ComputeClass priorities never combine flexStart with spot.",
-        _flex_not_spot,
-    ),
-    _rule(
-        "compute-class-capacity-check-wait",
-        "ComputeClass capacityCheckWaitTimeSeconds appears only on flexStart or tpu priorities.",
-        _capacity_check_wait,
-    ),
-    _rule(
-        "compute-class-machine-family-xor-type",
-        "ComputeClass priorities set machineFamily or machineType, not both (nor machineType with minCores).",
-        _machine_family_xor_type,
-    ),
-    _rule(
-        "compute-class-reservations",
-        "ComputeClass specific reservations go with affinity Specific, and Specific names at least one.",
-        _reservations,
-    ),
-    _rule(
-        "compute-class-priority-score",
-        "ComputeClass priorityScore is set on every priority or on none.",
-        _priority_score,
+        "compute-class-reservation-name",
+        "ComputeClass specific reservations have a non-empty name.",
+        _reservation_names,
     ),
     _rule(
         "compute-class-when-unsatisfiable",
