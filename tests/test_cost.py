@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tpuray import cost
+from tpuray import cost, pricebook
 from tpuray.config import ConfigError, load_stack, parse_stack_config, read_stack_file, resolve_stack_file
 
 
@@ -24,42 +26,121 @@ def _with(stack: str, **changes: Any) -> Any:
     return parse_stack_config(raw, stack)
 
 
-def test_every_published_price_has_a_source_and_a_date() -> None:
-    for gen, tiers in cost.price_book()["generations"].items():
-        for tier, entry in tiers.items():
-            if tier == "commitments":
-                entries = list(entry.values())
-            else:
-                entries = [entry]
-            for e in entries:
-                assert e == "unknown" or (e["price"] > 0 and e["source"].startswith("https://") and e["date"]), (
-                    gen,
-                    tier,
+def test_every_snapshot_price_has_a_source_and_a_date_and_every_unknown_a_reason() -> None:
+    for region, gens in pricebook.snapshot()["regions"].items():
+        for gen, tiers in gens.items():
+            for tier, e in tiers.items():
+                ok = ("price" in e and e["price"] > 0 and e["source"].startswith("https://") and e["date"]) or (
+                    set(e) == {"unknown"} and len(e["unknown"]) > 20
                 )
+                assert ok, (region, gen, tier, e)
 
 
-def test_price_file_names_every_generation_and_tier() -> None:
+def test_snapshot_names_every_generation_and_tier_in_the_stacks_region() -> None:
     from tpuray.catalog import GENERATIONS
     from tpuray.config import PRICE_TIERS
 
-    gens = cost.price_book()["generations"]
+    gens = pricebook.snapshot()["regions"]["us-east5"]
     assert set(gens) == set(GENERATIONS)
     for tiers in gens.values():
         assert set(PRICE_TIERS) <= set(tiers)
 
 
-def test_unpublished_price_is_unknown_not_zero() -> None:
-    line = next(x for x in cost.stack_cost(load_stack("staging")).lines if x.pool == "v5e-serve")
-    assert line.price.value is None and line.hourly("max") is None
-    assert cost.money(line.hourly("max")) == "unknown"
+def test_the_published_us_east5_list_prices_are_in_the_snapshot() -> None:
+    got = {
+        (g, t): pricebook.listed_price("us-east5", g, t).value
+        for g in ("v6e", "v5e", "v5p")
+        for t in ("on-demand", "spot", "1-year", "3-year")
+    }
+    assert got == {
+        ("v6e", "on-demand"): 2.70, ("v6e", "spot"): None, ("v6e", "1-year"): 1.89, ("v6e", "3-year"): 1.22,
+        ("v5e", "on-demand"): 1.20, ("v5e", "spot"): 0.60, ("v5e", "1-year"): 0.84, ("v5e", "3-year"): 0.54,
+        ("v5p", "on-demand"): 4.20, ("v5p", "spot"): 2.10, ("v5p", "1-year"): 2.94, ("v5p", "3-year"): 1.89,
+    }  # fmt: skip
 
 
-def test_an_unknown_part_makes_the_total_unknown_and_keeps_the_known_part() -> None:
-    total = cost.stack_cost(load_stack("staging")).total("max", on_demand=True)
+def test_an_unpublished_spot_price_is_unknown_between_9_and_100_percent_of_on_demand() -> None:
+    p = pricebook.published_price("us-east5", "v6e", "spot")
+    assert p.value is None
+    assert (p.floor, p.ceiling) == (pytest.approx(0.243), 2.70)
+    assert p.note.startswith("no v6e spot price on cloud.google.com/tpu/pricing")
+
+
+def test_an_unpublished_reservation_rate_lies_between_the_commitment_rates() -> None:
+    p = pricebook.published_price("us-east5", "v5e", "reservation")
+    assert (p.value, p.floor, p.ceiling) == (None, 0.54, 0.84)
+
+
+def test_flex_start_is_unknown_without_bounds() -> None:
+    p = pricebook.published_price("us-east5", "v6e", "flex-start")
+    assert (p.value, p.floor, p.ceiling) == (None, None, None)
+    assert p.note == "no TPU flex-start price is published"
+
+
+def test_a_region_missing_from_the_snapshot_is_unknown_and_says_so() -> None:
+    p = pricebook.published_price("asia-south1", "v6e", "on-demand")
+    assert p.value is None
+    assert p.note == "region asia-south1 is not in the snapshot (us-central2, us-east5); run `tpuray prices refresh`"
+
+
+def test_an_unknown_part_makes_the_configured_total_unknown_and_keeps_the_known_part() -> None:
+    total = cost.stack_cost(load_stack("dev")).total("max")
     assert total.value is None
-    assert total.known == pytest.approx(54.0)  # v6e 16 + 4 chips at $2.70
-    assert total.unknown == ("v5e-serve v5e 2x4 on-demand",)
-    assert cost.total_text(total).startswith("unknown")
+    assert total.known == 0.0
+    assert total.unknown == ("v6e-dev v6e 4x4 spot", "v6e-serve-dev v6e 2x2 spot")
+
+
+def test_dev_range_is_a_lower_bound_on_spot_to_every_slice_on_demand() -> None:
+    low, high = cost.stack_cost(load_stack("dev")).range()
+    # low: 16 + 4 v6e chips on spot, at least 9% of $2.70; high: the same 20 chips on-demand
+    assert (low.amount, low.exact) == (pytest.approx(20 * 0.243), False)
+    assert (high.amount, high.exact) == (pytest.approx(54.0), True)
+    assert cost.range_text(low, high) == "at least $4.86/h to $54.00/h"
+
+
+def test_staging_range_is_a_lower_bound_at_both_ends_because_flex_start_is_unpriced() -> None:
+    low, high = cost.stack_cost(load_stack("staging")).range()
+    assert cost.range_text(low, high) == "at least $14.46/h to at least $63.60/h"
+    worst = {p.pool: (p.label, p.exact) for p in high.parts}
+    assert worst["v6e-train"] == ("v6e-train v6e 4x4 on-demand", False)  # flex-start could cost more
+    assert worst["v5e-serve"] == ("v5e-serve v5e 2x4 on-demand", True)
+
+
+def test_prod_range_is_exact_from_reservation_to_on_demand() -> None:
+    low, high = cost.stack_cost(load_stack("prod")).range()
+    # low: 32 v6e chips at the stack's $1.89 commitment + 16 v5e at $1.20; high: v6e on-demand
+    # beats the v5e 4x4 fallback (32 x $1.20), and spot is capped by on-demand.
+    assert cost.range_text(low, high) == "$79.68/h to $105.60/h"
+    assert cost.range_text(low, high, 730, "mo") == "$58,166/mo to $77,088/mo"
+
+
+def test_a_spot_only_pool_is_a_lower_bound_at_maximum_scale() -> None:
+    raw = _raw("dev")
+    raw["slicePools"][1]["capacity"] = [{"spot": True}]
+    low, high = cost.stack_cost(parse_stack_config(raw, "dev")).range()
+    part = next(p for p in high.parts if p.pool == "v6e-serve-dev")
+    assert (part.amount, part.exact) == (pytest.approx(4 * 0.243), False)
+
+
+def test_snapshot_age_warns_only_past_90_days() -> None:
+    assert pricebook.age_text(dt.date(2025, 3, 20)).endswith("snapshot 2024-12-20 (90 days old)")
+    assert pricebook.age_text(dt.date(2025, 3, 21)).endswith(
+        "(91 days old); warning: older than 90 days, run `tpuray prices refresh`"
+    )
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_preview_of_every_example_stack_prints_a_dollar_range_and_the_snapshot_age(stack: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tpuray.cli", "preview", stack], cwd=REPO, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    (row,) = [ln for ln in out.stdout.splitlines() if "stack range" in ln]
+    cells = [c.strip() for c in row.split("│")]
+    low, high = cells[7], cells[8]
+    for end in (low, high):
+        assert re.fullmatch(r"(at least )?\$[0-9,.]+/h", end), row
+    assert "prices: Google Cloud TPU pricing pages (published list prices), snapshot 2024-12-20" in out.stdout
 
 
 def test_stack_config_sets_a_price_and_names_itself_as_source() -> None:

@@ -91,6 +91,20 @@ def test_capacity_chain_change_updates_the_compute_class_and_the_cost(project: P
     assert "v6e-serve-dev v6e 2x2 spot" not in head["unknownParts"]
 
 
+def test_markdown_shows_the_monthly_range_delta_with_the_price_source_and_snapshot_date(project: Path) -> None:
+    from tpuray.commands.diff import markdown
+
+    _change_stack(project, "dev", lambda c: _pool(c, "v6e-serve-dev").update(capacity=[{"onDemand": True}]))
+    text = markdown(run_diff(project, "base", ["dev"]))
+    # 4 v6e chips move from spot (at least 9% of $2.70) to on-demand ($2.70): the low end rises
+    # by 4 x (2.70 - 0.243) x 730 h; the high end (every slice on-demand) does not move.
+    assert (
+        "| range per month (min scale, first tiers → max scale, worst tiers) | at least $3,548/mo to $39,420/mo "
+        "| at least $10,722/mo to $39,420/mo | +$7,174/mo (between lower bounds) to +$0.00/mo |"
+    ) in text
+    assert "_Prices: Google Cloud TPU pricing pages (published list prices), snapshot 2024-12-20 (" in text
+
+
 def test_violation_introduced_is_listed_and_the_diff_exits_1(project: Path) -> None:
     # Spot with nothing behind it: a spot preemption would leave serving without capacity.
     _change_stack(project, "prod", lambda c: _pool(c, "v5e-serve").update(capacity=[{"spot": True}]))

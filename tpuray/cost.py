@@ -1,34 +1,34 @@
 """What a stack's TPU slice pools cost per hour and per month, at minimum and maximum scale.
 
-Prices per chip-hour come from tpuray/data/prices.yaml (each figure with its source and
-date) overridden by the stack's `tpuray:prices`. A price nobody published is `None`
-(unknown) and stays unknown through every sum: nothing is silently priced at zero. Chip
-counts come from the catalog (shape.chips); no TPU arithmetic happens here.
+Prices per chip-hour come from the dated snapshot tpuray/data/prices.yaml (tpuray/pricebook.py,
+each figure with its source and date) overridden by the stack's `tpuray:prices`. A price
+nobody published is unknown and is never priced at zero: where a published rule bounds it
+(spot, reservation) the sums carry its floor and say "at least". Chip counts come from the
+catalog (shape.chips); no TPU arithmetic happens here.
 
 Scale, per pool (what the program builds, see infra/components/slice_pool.py):
 - the node pools carry the chain's first tier: at minimum they hold every slice, except
   flex-start pools, which scale from zero;
 - later tiers and cross-generation fallbacks are ComputeClass priorities GKE creates on
   demand: zero at minimum, every slice at maximum.
-The stack total is the first (configured) tier of every pool; the other tiers are shown
-per line so a reviewer sees what a fallback would cost.
+
+The stack's range (`StackCost.range()`): the low end is minimum scale on each pool's first
+tier; the high end is maximum scale on each pool's worst tier, the dearest of its chain and
+fallbacks. Each part is exact or a lower bound, and so is each end.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tpuray import catalog
+from tpuray import catalog, pricebook
 from tpuray.config import PRICE_TIERS, SlicePoolConfig, StackConfig, TierKind
+from tpuray.pricebook import Price, hours_per_month
 
-PRICES_FILE = Path(__file__).resolve().parent / "data" / "prices.yaml"
+__all__ = ["Price", "hours_per_month"]
+
 CONFIG_SOURCE = "stack config (tpuray:prices)"
-NO_SOURCE = "no public price"
 # Not TPU chips, so outside this model; listed in every report so they are never taken as $0.
 NOT_INCLUDED = (
     "GKE cluster management fee",
@@ -37,46 +37,48 @@ NOT_INCLUDED = (
 )
 
 
-@dataclass(frozen=True)
-class Price:
-    """USD per chip-hour of one generation in one tier; value None means unknown."""
-
-    value: float | None
-    source: str
-    date: str | None = None
-    note: str = ""
-
-    @property
-    def known(self) -> bool:
-        return self.value is not None
-
-    def as_json(self) -> dict[str, Any]:
-        return {"perChipHour": self.value, "source": self.source, "date": self.date, "note": self.note}
-
-
-@cache
-def price_book() -> dict[str, Any]:
-    return yaml.safe_load(PRICES_FILE.read_text())
-
-
-def hours_per_month() -> int:
-    return int(price_book()["hours_per_month"])
-
-
-def published_price(generation: str, tier: str) -> Price:
-    entry = price_book()["generations"].get(generation, {}).get(tier, "unknown")
-    if not isinstance(entry, dict):  # `unknown`
-        return Price(None, NO_SOURCE)
-    return Price(float(entry["price"]), str(entry["source"]), str(entry["date"]), str(entry.get("note", "")))
-
-
 def price(cfg: StackConfig, generation: str, tier: str) -> Price:
-    """The price a stack pays: its own `tpuray:prices` first, then the published figure."""
+    """The price a stack pays: its own `tpuray:prices` first, then the snapshot's figure."""
     assert tier in PRICE_TIERS, tier
     override = cfg.prices.get(generation, {}).get(tier)
     if override is not None:
         return Price(float(override), CONFIG_SOURCE)
-    return published_price(generation, tier)
+    return pricebook.published_price(cfg.gcp.region, generation, tier)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One pool's share of a range end: `amount` USD/h, exact or a lower bound."""
+
+    pool: str
+    label: str
+    amount: float
+    exact: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"pool": self.pool, "line": self.label, "hourly": self.amount, "exact": self.exact}
+
+
+@dataclass(frozen=True)
+class RangeEnd:
+    parts: tuple[Part, ...]
+
+    @property
+    def amount(self) -> float:
+        return sum(p.amount for p in self.parts)
+
+    @property
+    def exact(self) -> bool:
+        return all(p.exact for p in self.parts)
+
+    def as_json(self) -> dict[str, Any]:
+        hpm = hours_per_month()
+        return {
+            "hourly": self.amount,
+            "monthly": self.amount * hpm,
+            "exact": self.exact,
+            "parts": [p.as_json() for p in self.parts],
+        }
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,14 @@ class CostLine:
 
     def on_demand_hourly(self, scale: str) -> float | None:
         return self._cost(self.chips_min if scale == "min" else self.chips_max, self.on_demand)
+
+    def bounded(self, scale: str) -> Part:
+        """This line's cost as a range part: exact, or its price floor (0 if none) as a lower bound."""
+        chips = self.chips_min if scale == "min" else self.chips_max
+        exact = self._cost(chips, self.price)
+        if exact is not None:
+            return Part(self.pool, self.label, exact, True)
+        return Part(self.pool, self.label, chips * (self.price.floor or 0.0), False)
 
     @property
     def label(self) -> str:
@@ -168,8 +178,16 @@ class StackCost:
             ]
         )
 
+    def range(self) -> tuple[RangeEnd, RangeEnd]:
+        """(low, high): minimum scale on each pool's first tier; maximum scale on its worst tier."""
+        pools = list(dict.fromkeys(line.pool for line in self.lines))
+        low = tuple(line.bounded("min") for line in self.configured())
+        high = tuple(_worst([x for x in self.lines if x.pool == pool]) for pool in pools)
+        return RangeEnd(low), RangeEnd(high)
+
     def as_json(self) -> dict[str, Any]:
         hpm = hours_per_month()
+        low, high = self.range()
         totals: dict[str, Any] = {}
         for scale in ("min", "max"):
             hourly, od = self.total(scale), self.total(scale, on_demand=True)
@@ -183,8 +201,31 @@ class StackCost:
             "hoursPerMonth": hpm,
             "lines": [line.as_json() for line in self.lines],
             "total": totals,
+            "range": {"low": low.as_json(), "high": high.as_json()},
+            "prices": {
+                "source": pricebook.snapshot_source(),
+                "snapshotDate": pricebook.snapshot_date().isoformat(),
+                "ageDays": pricebook.snapshot_age_days(),
+            },
             "notIncluded": list(NOT_INCLUDED),
         }
+
+
+def _worst(lines: list[CostLine]) -> Part:
+    """The dearest line of one pool at maximum scale. An unknown price whose ceiling keeps it
+    under a known line cannot be the worst; any other unknown makes the result a lower bound."""
+    known = [x for x in lines if x.hourly("max") is not None]
+    worst = max(known, key=lambda x: x.hourly("max") or 0.0, default=None)
+    part = worst.bounded("max") if worst else Part(lines[0].pool, lines[0].label, 0.0, True)
+    for line in lines:
+        if line.hourly("max") is not None:
+            continue
+        ceiling = line.price.ceiling
+        if ceiling is not None and line.chips_max * ceiling <= part.amount:
+            continue
+        candidate = line.bounded("max")
+        part = candidate if candidate.amount > part.amount else Part(part.pool, part.label, part.amount, False)
+    return part
 
 
 def _tier_name(kind: TierKind) -> str:
@@ -256,10 +297,40 @@ def total_text(total: Total, factor: float = 1.0, per: str = "h") -> str:
     return "unknown"
 
 
+def end_text(amount: float, exact: bool, factor: float = 1.0, per: str = "h") -> str:
+    """One end of a range: '$54.00/h', or 'at least $4.86/h' when a part is a lower bound."""
+    return money(amount * factor, per) if exact else f"at least {money(amount * factor, per)}"
+
+
+def range_text(low: RangeEnd, high: RangeEnd, factor: float = 1.0, per: str = "h") -> str:
+    """'$79.68/h to $105.60/h' (min scale, first tiers to max scale, worst tiers)."""
+    a, b = end_text(low.amount, low.exact, factor, per), end_text(high.amount, high.exact, factor, per)
+    return a if a == b else f"{a} to {b}"
+
+
+def end_from_json(doc: dict[str, Any]) -> RangeEnd:
+    """A range end back from its JSON (a preview document, e.g. the base side of a diff)."""
+    return RangeEnd(tuple(Part(x["pool"], x["line"], float(x["hourly"]), bool(x["exact"])) for x in doc["parts"]))
+
+
+def end_delta_text(a: RangeEnd, b: RangeEnd, factor: float = 1.0, per: str = "h") -> str:
+    """'+$1,971/mo', or '+$1,971/mo (between lower bounds)' when either end is a bound."""
+    d = (b.amount - a.amount) * factor
+    text = ("+" if d >= 0 else "−") + money(abs(d), per)
+    return text if a.exact and b.exact else f"{text} (between lower bounds)"
+
+
 def price_text(p: Price) -> str:
-    if p.value is None:
-        return "unknown"
-    return f"${p.value:.2f}"
+    if p.value is not None:
+        return f"${p.value:.2f}"
+    if p.floor is not None and p.ceiling is not None:
+        return f"unknown (${p.floor:.2f}–${p.ceiling:.2f})"
+    return "unknown"
+
+
+def _line_text(line: CostLine, scale: str, factor: float = 1.0, per: str = "h") -> str:
+    part = line.bounded(scale)
+    return end_text(part.amount, part.exact, factor, per) if part.exact or part.amount else "unknown"
 
 
 def cost_table(cost: StackCost) -> Any:
@@ -291,10 +362,10 @@ def cost_table(cost: StackCost) -> Any:
             f"{line.chips_min}–{line.chips_max}",
             price_text(line.price),
             price_text(line.on_demand),
-            money(line.hourly("min")),
-            money(line.hourly("max")),
-            money(_times(line.hourly("max"), hpm), "mo"),
-            source,
+            _line_text(line, "min"),
+            _line_text(line, "max"),
+            _line_text(line, "max", hpm, "mo"),
+            source if line.price.known else f"unknown: {line.price.note}",
         )
     for scale in ("min", "max"):
         total = cost.total(scale)
@@ -305,5 +376,12 @@ def cost_table(cost: StackCost) -> Any:
             total_text(total, hpm, "mo"),
             "on-demand: " + total_text(cost.total(scale, on_demand=True)),
         )  # fmt: skip
-    table.caption = "not included: " + "; ".join(NOT_INCLUDED)
+    low, high = cost.range()
+    table.add_row(
+        "[bold]stack range[/]", "", "first tier → worst tier", "", "", "",
+        end_text(low.amount, low.exact), end_text(high.amount, high.exact),
+        range_text(low, high, hpm, "mo"), pricebook.snapshot_source() + ", " + pricebook.snapshot_date().isoformat(),
+    )  # fmt: skip
+    table.caption = "range: minimum scale on each pool's first tier to maximum scale on its worst tier. "
+    table.caption += "not included: " + "; ".join(NOT_INCLUDED)
     return table

@@ -290,9 +290,9 @@ def side_cost(side: Side, tree: Path) -> tuple[dict[str, Any] | None, str]:
     """The side's cost document and a note on where it came from."""
     if side.doc is None:
         return None, ""
-    if "cost" in side.doc:
+    if "range" in side.doc.get("cost", {}):
         return side.doc["cost"], ""
-    # A ref older than the cost model: price its stack file with the head's model.
+    # A ref older than the cost range: price its stack file with the head's model.
     try:
         raw = read_stack_file(tree / "stacks" / f"Pulumi.{side.stack}.yaml")
         # Cost needs only the pools; workloads an older validator let through must not block it.
@@ -318,6 +318,12 @@ class CostDiff:
     def total(self, side: str, scale: str, kind: str = "hourly") -> dict[str, Any] | None:
         doc = self.base if side == "base" else self.head
         return None if doc is None else doc["total"][scale][kind]
+
+    def range(self, side: str) -> tuple[costmod.RangeEnd, costmod.RangeEnd] | None:
+        doc = self.base if side == "base" else self.head
+        if doc is None:
+            return None
+        return costmod.end_from_json(doc["range"]["low"]), costmod.end_from_json(doc["range"]["high"])
 
     def line_changes(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
         a = {_line_key(x): x for x in (self.base or {}).get("lines", [])}

@@ -70,9 +70,30 @@ def _policy_cell(s: StackDiff) -> str:
     return f"+{len(s.introduced)} / −{len(s.resolved)} ({len(s.head_mandatory)} mandatory in head)"
 
 
-def _cost_cell(s: StackDiff, scale: str = "max") -> str:
-    a, b = s.cost.total("base", scale), s.cost.total("head", scale)
-    return f"{total_text(a)} → {total_text(b)}"
+def _range_text(r: tuple[costmod.RangeEnd, costmod.RangeEnd] | None, factor: float = 1.0, per: str = "h") -> str:
+    return "n/a" if r is None else costmod.range_text(r[0], r[1], factor, per)
+
+
+def _range_delta(s: StackDiff, factor: float = 1.0, per: str = "h") -> str:
+    a, b = s.cost.range("base"), s.cost.range("head")
+    if a is None or b is None:
+        return "n/a"
+    low, high = costmod.end_delta_text(a[0], b[0], factor, per), costmod.end_delta_text(a[1], b[1], factor, per)
+    return low if low == high else f"{low} to {high}"
+
+
+def _cost_cell(s: StackDiff) -> str:
+    """The stack's monthly range, head side, and its delta from the base."""
+    hpm = costmod.hours_per_month()
+    return f"{_range_text(s.cost.range('head'), hpm, 'mo')} (Δ {_range_delta(s, hpm, 'mo')})"
+
+
+def _prices_note(s: StackDiff) -> str:
+    doc = s.cost.head or s.cost.base or {}
+    p = doc.get("prices")
+    if not p:
+        return ""
+    return f"Prices: {p['source']}, snapshot {p['snapshotDate']} ({p['ageDays']} days old)."
 
 
 def _violation_text(v: dict[str, Any]) -> str:
@@ -82,7 +103,12 @@ def _violation_text(v: dict[str, Any]) -> str:
 def _cost_rows(s: StackDiff) -> list[tuple[str, str, str, str]]:
     """(what, base, head, delta) rows: stack totals, then each changed line at max scale."""
     hpm = costmod.hours_per_month()
-    rows = []
+    a_range, b_range = s.cost.range("base"), s.cost.range("head")
+    rows = [
+        ("range per month (min scale, first tiers → max scale, worst tiers)", _range_text(a_range, hpm, "mo"),
+         _range_text(b_range, hpm, "mo"), _range_delta(s, hpm, "mo")),
+        ("range per hour", _range_text(a_range), _range_text(b_range), _range_delta(s)),
+    ]  # fmt: skip
     for scale in ("min", "max"):
         a, b = s.cost.total("base", scale), s.cost.total("head", scale)
         rows.append(
@@ -124,7 +150,7 @@ def terminal(report: Report, console: Console) -> None:
         f"[bold]tpuray diff[/] {escape(report.base_ref)} ({report.base_sha[:10]}) → working tree (offline, mocked)"
     )
     overview = Table(title="stacks")
-    for col in ("stack", "resources", "policy violations (new / resolved)", "cost at max scale ($/h)"):
+    for col in ("stack", "resources", "policy violations (new / resolved)", "monthly cost range (Δ)"):
         overview.add_column(col)
     for s in report.stacks:
         overview.add_row(s.stack, _summary(s), _policy_cell(s), _cost_cell(s))
@@ -154,6 +180,7 @@ def terminal(report: Report, console: Console) -> None:
         for row in _cost_rows(s):
             cost.add_row(*row)
         console.print(cost)
+        console.print(_prices_note(s))
         if s.cost.note:
             console.print(f"note: {s.cost.note}")
 
@@ -174,7 +201,7 @@ def markdown(report: Report) -> str:
     out = [MARKER, f"### tpuray diff: `{report.base_ref}` ({report.base_sha[:10]}) → this change", ""]
     out.append("Offline preview of the desired state (Pulumi mocks, no cloud credentials).")
     out.append("")
-    out.append("| stack | resources | policy violations (new / resolved) | cost at max scale |")
+    out.append("| stack | resources | policy violations (new / resolved) | monthly cost range (Δ) |")
     out.append("|---|---|---|---|")
     for s in report.stacks:
         out.append(f"| `{s.stack}` | {_md(_summary(s))} | {_md(_policy_cell(s))} | {_md(_cost_cell(s))} |")
@@ -220,12 +247,16 @@ def markdown(report: Report) -> str:
         out.append("|---|---|---|---|")
         for row in _cost_rows(s):
             out.append("| " + " | ".join(_md(c) for c in row) + " |")
+        out += ["", f"_{_prices_note(s)}_"] if _prices_note(s) else []
         if s.cost.note:
             out += ["", f"_{s.cost.note}_"]
     out += [
         "",
-        "<sub>Prices per chip-hour with sources and dates: `tpuray/data/prices.yaml`; `unknown` = no public figure "
-        "(set it per stack in `tpuray:prices`). Not included: " + "; ".join(costmod.NOT_INCLUDED) + ". "
+        "<sub>Prices per chip-hour with sources and dates: `tpuray/data/prices.yaml` (`tpuray prices refresh` "
+        "rewrites it from the Cloud Billing Catalog); `unknown` = no public figure (set it per stack in "
+        '`tpuray:prices`); "at least" = a part priced at its published floor. Not included: '
+        + "; ".join(costmod.NOT_INCLUDED)
+        + ". "
         "Replace vs update is inferred from the providers' immutable fields; `pulumi preview` is authoritative.</sub>",
     ]
     return "\n".join(out)

@@ -28,6 +28,7 @@ from tpuray.policies.analyzer import (
     urn,
 )
 from tpuray.policies.core import Resource
+from tpuray.pricebook import age_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -161,5 +162,6 @@ def run(args: argparse.Namespace) -> int:
     console = Console(soft_wrap=False, width=200)
     print_table(stack_run, console)
     console.print(cost_table(stack_cost(stack_run.config)))
+    console.print(escape(age_text()), highlight=False)
     print_violations(violations, console)
     return failed
