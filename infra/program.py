@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 
 from infra.components.capacity_chain import CapacityChain, CapacityChainArgs
 from infra.components.cluster import GkeCluster, GkeClusterArgs
+from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
 from tpuray import terraform
@@ -35,7 +36,7 @@ def build(cfg: StackConfig) -> None:
     gcp_provider = gcp.Provider("gcp", project=cfg.gcp.project, region=cfg.gcp.region)
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider})
 
-    cluster = GkeCluster("gke", GkeClusterArgs(gcp=cfg.gcp, cluster=cfg.cluster), opts)
+    cluster = GkeCluster("gke", GkeClusterArgs(gcp=cfg.gcp, cluster=cfg.cluster, stack=cfg.stack), opts)
     for pool in cfg.slice_pools:
         SlicePool(
             pool.name,
@@ -46,6 +47,7 @@ def build(cfg: StackConfig) -> None:
                 zone=pool.zone or cfg.gcp.zones[0],
                 cluster_name=cluster.name,
                 node_service_account=cluster.node_service_account,
+                stack=cfg.stack,
             ),
             opts,
         )
@@ -56,6 +58,8 @@ def build(cfg: StackConfig) -> None:
     workloads = cfg.workloads
     if workloads.train or workloads.serve or workloads.interactive:
         RayWorkloads("ray", RayWorkloadsArgs(config=cfg, provider=cluster.provider), opts)
+
+    Observability("obs", ObservabilityArgs(config=cfg), opts)
 
     pulumi.export("cluster", cluster.name)
     pulumi.export("slicePools", [p.name for p in cfg.slice_pools])

@@ -20,7 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tpuray import catalog
 
 NAMESPACE = "tpuray"
-CONFIG_KEYS = ("environment", "gcp", "cluster", "slicePools", "ray", "workloads", "prices", "terraform")
+CONFIG_KEYS = (
+    "environment",
+    "gcp",
+    "cluster",
+    "slicePools",
+    "ray",
+    "workloads",
+    "prices",
+    "terraform",
+    "observability",
+)
 # Capacity tiers as the price file and tpuray:prices name them (TierKind values).
 PRICE_TIERS = ("on-demand", "spot", "reservation", "flex-start")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -136,6 +146,8 @@ class SlicePoolConfig(_Model):
     capacity: list[CapacityTier]
     fallback: list[FallbackShape] = Field(default_factory=list)
     zone: str | None = None  # defaults to the first of tpuray:gcp.zones
+    # The idle-slice alert fires when a host of this pool ran no TPU program for this long.
+    idle_timeout_minutes: int = Field(60, alias="idleTimeoutMinutes", ge=5)
 
     @property
     def shape(self) -> catalog.SliceShape:
@@ -222,6 +234,48 @@ class TerraformConfig(_Model):
         return str(path if path.is_absolute() else stacks_dir().parent / path)
 
 
+class BudgetConfig(_Model):
+    """A Cloud Billing budget on the stack's labelled resources (docs/observability.md)."""
+
+    billing_account: str = Field(alias="billingAccount", pattern=r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")
+    monthly_usd: float = Field(alias="monthlyUsd", gt=0)
+    thresholds: list[float] = Field(default_factory=lambda: [0.5, 0.9, 1.0], min_length=1)
+
+
+class HungGangConfig(_Model):
+    """When a training gang counts as hung (the alert and ray_apps.train's watchdog)."""
+
+    step_factor: float = Field(10.0, alias="stepFactor", gt=1)
+    floor_seconds: int = Field(900, alias="floorSeconds", ge=30)
+    duty_cycle_percent: float = Field(1.0, alias="dutyCyclePercent", ge=0, le=100)
+    duty_cycle_minutes: int = Field(30, alias="dutyCycleMinutes", ge=5)
+
+
+class ObservabilityConfig(_Model):
+    notification_channels: list[str] = Field(
+        default_factory=list,
+        alias="notificationChannels",
+        max_length=5,
+    )
+    budget: BudgetConfig | None = None
+    hung_gang: HungGangConfig = Field(default_factory=HungGangConfig, alias="hungGang")
+
+    @field_validator("notification_channels")
+    @classmethod
+    def _channel_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.match(r"^projects/[^/]+/notificationChannels/[^/]+$", name):
+                raise ValueError(f"{name!r} is not projects/<project>/notificationChannels/<id>")
+        return value
+
+    @field_validator("budget")
+    @classmethod
+    def _thresholds(cls, value: BudgetConfig | None) -> BudgetConfig | None:
+        if value is not None and any(not 0 < t <= 2 for t in value.thresholds):
+            raise ValueError(f"thresholds {value.thresholds} must be fractions of the budget in (0, 2]")
+        return value
+
+
 class StackConfig(_Model):
     stack: str
     environment: Literal["dev", "staging", "prod"]
@@ -233,6 +287,7 @@ class StackConfig(_Model):
     # USD per chip-hour by generation and tier, overriding tpuray/data/prices.yaml.
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     terraform: TerraformConfig | None = None
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
     def pool(self, name: str) -> SlicePoolConfig:
         return next(p for p in self.slice_pools if p.name == name)

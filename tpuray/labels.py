@@ -23,3 +23,10 @@ def ray_cluster_spec(manifest: dict) -> dict:
     if manifest.get("kind") == "RayService":
         return spec.get("rayClusterConfig") or {}
     return spec
+
+
+# Google Cloud resource labels for cost allocation and the stack's budget filter (lowercase
+# keys without '/' or '.': GCP label rules). On the cluster and on every node pool.
+COST_STACK = "tpuray-stack"
+COST_POOL = "tpuray-pool"
+COST_TIER = "tpuray-tier"  # spot | reservation | on-demand | flex-start | system

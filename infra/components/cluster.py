@@ -8,6 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from infra.components.observability import cluster_settings, cost_labels
 from tpuray.config import ClusterConfig, GcpConfig
 
 # Least privilege for nodes: write logs and metrics, read images. Nothing else.
@@ -37,6 +38,7 @@ def node_hardening(service_account: pulumi.Input[str]) -> dict:
 class GkeClusterArgs:
     gcp: GcpConfig
     cluster: ClusterConfig
+    stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -103,6 +105,7 @@ class GkeCluster(pulumi.ComponentResource):
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
             deletion_protection=cfg.deletion_protection,
+            **cluster_settings(args.stack),
             opts=child,
         )
 
@@ -121,6 +124,7 @@ class GkeCluster(pulumi.ComponentResource):
             node_config={
                 "machine_type": cfg.cpu_pool.machine_type,
                 "labels": {SYSTEM_POOL_LABEL: "ray-system"},
+                "resource_labels": cost_labels(args.stack, "ray-system", "system"),
                 **node_hardening(account.email),
             },
             opts=child,

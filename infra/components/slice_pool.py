@@ -15,6 +15,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.components.cluster import node_hardening
+from infra.components.observability import cost_labels
 from tpuray.catalog import Placement
 from tpuray.config import CapacityTier, SlicePoolConfig, TierKind
 
@@ -54,6 +55,7 @@ class SlicePoolArgs:
     zone: str
     cluster_name: pulumi.Input[str]
     node_service_account: pulumi.Input[str]
+    stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
 
 
 class SlicePool(pulumi.ComponentResource):
@@ -113,6 +115,7 @@ class SlicePool(pulumi.ComponentResource):
                         TIER_LABEL: tier.kind.value,
                     },
                     # Manual pools join a ComputeClass through its label plus a matching taint.
+                    "resource_labels": cost_labels(args.stack, pool.name, tier.kind.value),
                     "taints": [{"key": COMPUTE_CLASS_LABEL, "value": pool.compute_class, "effect": "NO_SCHEDULE"}],
                     **capacity_node_config(tier, args.project),
                     **node_hardening(args.node_service_account),

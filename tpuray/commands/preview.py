@@ -137,6 +137,21 @@ def key_inputs(r: MockedResource) -> str:
         return f"{_get(i, 'metadata', 'namespace') or ''}/{_get(i, 'metadata', 'name')}".lstrip("/")
     if r.type == "gcp:serviceaccount/account:Account":
         return str(i.get("accountId"))
+    if r.type == "gcp:monitoring/alertPolicy:AlertPolicy":
+        promql = (i.get("conditions") or [{}])[0].get("conditionPrometheusQueryLanguage") or {}
+        return (
+            f"{i.get('severity')} for {promql.get('duration')} → {len(i.get('notificationChannels') or [])} channel(s)"
+        )
+    if r.type == "gcp:monitoring/dashboard:Dashboard":
+        tiles = json.loads(i.get("dashboardJson") or "{}").get("mosaicLayout", {}).get("tiles", [])
+        return f"{len(tiles)} tiles"
+    if r.type == "gcp:billing/budget:Budget":
+        units = _get(i, "amount", "specifiedAmount", "units")
+        steps = ", ".join(
+            f"{_n(round(t.get('thresholdPercent', 0) * 100))}% {t.get('spendBasis', '')}"
+            for t in i.get("thresholdRules") or []
+        )
+        return f"USD {units}/month, labels {_get(i, 'budgetFilter', 'labels')}: {steps}"
     if r.type == "gcp:projects/iAMMember:IAMMember":
         return str(i.get("role"))
     return ""
