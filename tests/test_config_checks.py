@@ -45,7 +45,7 @@ CASES: list[tuple[str, Edit, str]] = [
     # ------------------------------------------------------------------ top level and pydantic
     ("unknown top-level key", lambda c: c.update(clusters={}),
      "tpuray:clusters: unknown key; valid: tpuray:environment, tpuray:gcp, tpuray:cluster, tpuray:slicePools, "
-     "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform"),
+     "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform, tpuray:observability"),
     ("unknown nested key", lambda c: pool(c).update(topolgy="4x4"),
      "tpuray:slicePools[0].topolgy: unknown key (value '4x4'); check the spelling in docs/configuration.md"),
     ("required key missing", lambda c: c["gcp"].pop("project"),
