@@ -152,6 +152,12 @@ def test_stack_config_sets_a_price_and_names_itself_as_source() -> None:
     assert c.total("max").value == pytest.approx(20 * 1.0 + 8 * 1.2)
 
 
+def test_a_stack_on_demand_rate_bounds_its_unpublished_spot_rate() -> None:
+    cfg = _with("dev", prices={"v6e": {"on-demand": 2.00}})
+    p = next(x for x in cost.stack_cost(cfg).lines if x.tier == "spot").price
+    assert (p.value, p.floor, p.ceiling) == (None, pytest.approx(0.18), 2.00)
+
+
 def test_flex_start_first_tier_scales_from_zero() -> None:
     raw = _raw("dev")
     raw["slicePools"][0]["capacity"] = [{"flexStart": True}, {"onDemand": True}]
@@ -194,3 +200,7 @@ def test_preview_json_carries_the_cost() -> None:
     doc = json.loads(out.stdout)
     assert doc["cost"]["currency"] == "USD"
     assert {x["pool"] for x in doc["cost"]["lines"]} == {"v6e-train", "v5e-serve"}
+    assert doc["cost"]["range"]["low"]["hourly"] == pytest.approx(79.68)
+    assert doc["cost"]["range"]["high"]["hourly"] == pytest.approx(105.60)
+    assert doc["cost"]["range"]["high"]["exact"] is True
+    assert doc["cost"]["prices"]["snapshotDate"] == "2024-12-20"

@@ -203,3 +203,9 @@ def test_refresh_without_credentials_fails_with_one_line_naming_them(tmp_path: P
         "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
     ]
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_refresh_prices_the_regions_of_the_example_stacks_by_default() -> None:
+    from tpuray.commands.prices import stack_regions
+
+    assert stack_regions() == ["us-east5"]

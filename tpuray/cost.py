@@ -40,10 +40,10 @@ NOT_INCLUDED = (
 def price(cfg: StackConfig, generation: str, tier: str) -> Price:
     """The price a stack pays: its own `tpuray:prices` first, then the snapshot's figure."""
     assert tier in PRICE_TIERS, tier
-    override = cfg.prices.get(generation, {}).get(tier)
-    if override is not None:
-        return Price(float(override), CONFIG_SOURCE)
-    return pricebook.published_price(cfg.gcp.region, generation, tier)
+    own = cfg.prices.get(generation, {})
+    if own.get(tier) is not None:
+        return Price(float(own[tier]), CONFIG_SOURCE)
+    return pricebook.published_price(cfg.gcp.region, generation, tier, own.get("on-demand"))
 
 
 @dataclass(frozen=True)

@@ -113,15 +113,16 @@ def listed_price(region: str, generation: str, tier: str) -> Price:
     return Price(None, "unknown", None, str(entry.get("unknown", "")))
 
 
-def published_price(region: str, generation: str, tier: str) -> Price:
-    """The snapshot's figure, or for an unknown spot or reservation rate its published bounds."""
+def published_price(region: str, generation: str, tier: str, on_demand: float | None = None) -> Price:
+    """The snapshot's figure, or for an unknown spot or reservation rate its published bounds.
+    `on_demand` (a stack's own on-demand rate) replaces the snapshot's in the spot bounds."""
     p = listed_price(region, generation, tier)
     if p.known:
         return p
     if tier == "spot":
-        od = listed_price(region, generation, "on-demand")
-        if od.value is not None:
-            return Price(None, "unknown", None, f"{p.note}; {SPOT_RULE}", od.value * (1 - SPOT_MAX_DISCOUNT), od.value)
+        od = on_demand if on_demand is not None else listed_price(region, generation, "on-demand").value
+        if od is not None:
+            return Price(None, "unknown", None, f"{p.note}; {SPOT_RULE}", od * (1 - SPOT_MAX_DISCOUNT), od)
     if tier == "reservation":
         one, three = (listed_price(region, generation, c).value for c in COMMITMENTS)
         if one is not None and three is not None:
