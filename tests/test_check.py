@@ -123,6 +123,24 @@ EXPECTED_TOPOLOGY_FINDINGS = {
 }
 FRAGMENT = "ray-docs/tpu-subslicing.raycluster-subslice.fragment.yaml"
 
+# Admission rules (what the API server, the KubeRay operator and the TPU webhook refuse) on the
+# samples: every entry is explained in docs/policy-findings.md; every other sample passes them all.
+ADMISSION_RULES = {
+    "crd-schema",
+    "crd-validation-rules",
+    "kuberay-object-name",
+    "kuberay-group-containers",
+    "kuberay-worker-replicas",
+    "kuberay-group-params",
+    "kuberay-token-auth-version",
+    "kuberay-autoscaler",
+    "rayjob-lifecycle",
+    "rayservice-spec",
+}
+EXPECTED_ADMISSION_FINDINGS = {
+    "kubernetes-engine-samples/tpu/dws/rayjob-tpu-v6e-dws.yaml": {"kuberay-object-name"},
+}
+
 
 def conformance_files() -> list[str]:
     root = shared_path("conformance")
@@ -133,6 +151,13 @@ def conformance_files() -> list[str]:
 def test_conformance_sample_topology_rules_pass_or_match_a_recorded_finding(sample: str) -> None:
     violations = check([str(shared_path("conformance", sample))], "prod", "2.60.0", [])
     assert {v.policy for v in violations if v.policy in TOPOLOGY_RULES} == EXPECTED_TOPOLOGY_FINDINGS.get(sample, set())
+
+
+@pytest.mark.parametrize("sample", conformance_files())
+def test_conformance_sample_admission_rules_pass_or_match_a_recorded_finding(sample: str) -> None:
+    violations = check([str(shared_path("conformance", sample))], "prod", "2.60.0", [])
+    found = {v.policy for v in violations if v.policy in ADMISSION_RULES}
+    assert found == EXPECTED_ADMISSION_FINDINGS.get(sample, set())
 
 
 def test_subslice_fragment_is_rejected_as_is_and_passes_topology_rules_once_wrapped(tmp_path: Path) -> None:
@@ -148,7 +173,7 @@ def test_subslice_fragment_is_rejected_as_is_and_passes_topology_rules_once_wrap
 
 def test_every_recorded_finding_is_explained_in_docs() -> None:
     doc = (DOCS / "policy-findings.md").read_text()
-    for sample, rules in EXPECTED_TOPOLOGY_FINDINGS.items():
+    for sample, rules in [*EXPECTED_TOPOLOGY_FINDINGS.items(), *EXPECTED_ADMISSION_FINDINGS.items()]:
         assert sample in doc, sample
         for rule in rules:
             assert rule in doc

@@ -155,3 +155,27 @@ def test_unknown_values_during_preview_do_not_count_as_the_default_service_accou
 def test_stack_has_no_mandatory_violation(stack: str) -> None:
     violations = policy_violations(mocked(stack))
     assert fired(violations) == set(), [v.message for v in violations]
+
+
+# ---------------------------------------------------------------------------- branch fixtures
+# One file per further branch of a rule (tests/fixtures/policies/branches/<rule>--<case>.yaml); its
+# header names every rule it fires and the upstream rule it mirrors.
+
+BRANCHES = sorted(p.stem for p in (FIXTURES / "branches").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("case", BRANCHES)
+def test_branch_fixture_fires_the_rules_its_header_names(case: str) -> None:
+    path = FIXTURES / "branches" / f"{case}.yaml"
+    first, second = path.read_text().splitlines()[:2]
+    expected = set(first.removeprefix("# branch fixture: fires ").split(", "))
+    assert case.split("--")[0] in expected and second.startswith("# mirrors ")
+    assert fired(check([str(path)], "prod", "2.60.0", [])) == expected
+
+
+def test_every_branch_fixture_names_an_existing_rule() -> None:
+    assert {case.split("--")[0] for case in BRANCHES} <= set(RULES_BY_NAME)
+
+
+def test_tpu_as_a_limit_only_is_valid_as_kubernetes_copies_it_into_the_request() -> None:
+    assert check([str(FIXTURES / "good" / "raycluster-tpu-limit-only.yaml")], "prod", "2.60.0", []) == []

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
-from tpuray.policies import rules_computeclass, rules_crd, rules_security, rules_stack, rules_tpu, rules_workload
+from tpuray.policies import (
+    rules_computeclass,
+    rules_crd,
+    rules_kuberay,
+    rules_security,
+    rules_stack,
+    rules_tpu,
+    rules_workload,
+)
 from tpuray.policies.core import Rule
 
 PACK_NAME = "tpuray"
@@ -23,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     *rules_stack.RULES,
     *rules_computeclass.RULES,
     *rules_crd.RULES,
+    *rules_kuberay.RULES,
     *rules_security.RULES,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}

@@ -93,11 +93,14 @@ def _chips_per_host(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             continue
         broken = False
         for where, request, limit in quantities:
-            if as_int(request) is None or as_int(limit) is None or as_int(request) != as_int(limit):
+            # Kubernetes copies a lone limit into the request (the TPU webhook and Ray's tests
+            # accept limit-only); an extended resource cannot be overcommitted, so a request
+            # needs a limit and the two must be equal.
+            if limit is None or as_int(limit) is None or (request is not None and as_int(request) != as_int(limit)):
                 broken = True
                 yield (
                     f"{res.label}: {where} has {TPU_RESOURCE} requests {show(request)} and limits {show(limit)}; "
-                    "set both, to the same whole number of chips per host"
+                    "set limits (and requests, if any, equal to it) to the whole number of chips per host"
                 )
         if broken or g.accelerator is None or g.topology is None:
             continue
@@ -181,7 +184,7 @@ RULES = (
     ),
     Rule(
         "tpu-chips-per-host",
-        "TPU worker pods request google.com/tpu equal to their limit and to the slice's chips per host.",
+        "TPU worker pods limit google.com/tpu (a request, if set, equal) to the slice's chips per host.",
         MANDATORY,
         RAY_TYPES,
         _chips_per_host,
