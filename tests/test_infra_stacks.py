@@ -174,7 +174,7 @@ def test_tpu7x_multi_host_pool_is_placed_by_a_workload_policy_not_tpu_topology(t
     (policy,) = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
     assert policy.inputs["workloadPolicy"] == {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x2"}
     (pool,) = tpu_pools(run, "v6e-dev")
-    assert pool["placementPolicy"] == {"policyName": policy.inputs["name"]}
+    assert pool["placementPolicy"] == {"type": "COMPACT", "policyName": policy.inputs["name"]}
     assert pool["initialNodeCount"] == 2
 
 

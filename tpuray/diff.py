@@ -28,6 +28,7 @@ from tpuray.config import ConfigError, parse_stack_config, read_stack_file
 
 EXIT_MANDATORY = 1
 EXIT_BAD_REF = 2
+EXIT_INVALID = 2  # the head stack does not evaluate: bad config or inputs the provider SDK refuses
 PREVIEW_TIMEOUT_S = 300
 # The tree's CLI, imported as tpuray.cli: under `python -m tpuray.cli` the module would be
 # __main__, and its `except UserError` would not catch tpuray.cli.UserError raised by a command.
@@ -401,8 +402,9 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        failed = any(s.head_mandatory or (s.head.exists and s.head.error) for s in self.stacks)
-        return EXIT_MANDATORY if failed else 0
+        if any(s.head.exists and s.head.error for s in self.stacks):
+            return EXIT_INVALID
+        return EXIT_MANDATORY if any(s.head_mandatory for s in self.stacks) else 0
 
     def as_json(self) -> dict[str, Any]:
         return {"base": {"ref": self.base_ref, "commit": self.base_sha}, "stacks": [s.as_json() for s in self.stacks]}

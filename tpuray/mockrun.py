@@ -18,6 +18,7 @@ import pulumi
 from pulumi.runtime import settings as pulumi_settings
 
 from tpuray.config import ConfigError, StackConfig, load_stack, pulumi_config_map, read_stack_file, resolve_stack_file
+from tpuray.strict import check_inputs
 
 PROJECT = "tpuray"
 
@@ -48,6 +49,8 @@ class StackRun:
     config: StackConfig
     resources: list[MockedResource] = field(default_factory=list)
     log: list[tuple[str, str]] = field(default_factory=list)
+    # Inputs the pinned provider SDKs would refuse (tpuray.strict), one line each.
+    input_errors: list[str] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[MockedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -82,6 +85,8 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         self.run = run
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        # Strict mocks: the inputs as the provider would receive them, against the SDK's types.
+        self.run.input_errors.extend(check_inputs(args.typ, args.name, dict(args.inputs)))
         self.run.resources.append(
             MockedResource(type=args.typ, name=args.name, inputs=dict(args.inputs), provider=args.provider or "")
         )
@@ -142,6 +147,8 @@ def run_stack(stack: str) -> StackRun:
     except pulumi.RunError as err:
         # The program's own clean errors (e.g. a missing Terraform output): one line each, no traceback.
         raise ConfigError([ln for ln in str(err).splitlines()[1:] if ln.strip()] or [str(err)]) from None
+    if run.input_errors:
+        raise ConfigError(sorted(run.input_errors))
     # Registration order is async; sort so that output and diffs are stable.
     run.resources.sort(key=lambda r: (r.type, r.name))
     return run

@@ -79,8 +79,11 @@ class SlicePool(pulumi.ComponentResource):
                 workload_policy={"type": "HIGH_THROUGHPUT", "accelerator_topology": shape.topology},
                 opts=child,
             )
-            # Setting `type` beside a workload policy makes GKE replace the pool on every apply.
-            placement = {"policy_name": policy.name}
+            # `type` is required by the provider (NodePoolPlacementPolicyArgsDict) and COMPACT is
+            # its only value; the workload policy named beside it decides the placement, as in
+            # GKE's Ironwood guide (`--placement-policy`, which replaces `--tpu-topology`):
+            # https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood
+            placement = {"type": "COMPACT", "policy_name": policy.name}
 
         flex = tier.kind is TierKind.FLEX_START
         # Multi-host: one pool per slice, all hosts of a slice or none. Single-host: one pool.
@@ -120,7 +123,13 @@ class SlicePool(pulumi.ComponentResource):
                     **capacity_node_config(tier, args.project),
                     **node_hardening(args.node_service_account),
                 },
-                opts=child,
+                # GKE may read a workload-policy pool's placement type back as unspecified: the
+                # type is create-only, so a difference there must never plan a replacement.
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(ignore_changes=["placementPolicy.type"])
+                )
+                if shape.placement is Placement.WORKLOAD_POLICY
+                else child,
             )
             self.node_pool_names.append(node_pool.name)
         self.register_outputs({"nodePools": self.node_pool_names})
