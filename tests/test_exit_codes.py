@@ -84,8 +84,9 @@ def report(*stacks: tuple[Side, Side]) -> Report:
         ([(side(error="base broken"), side())], 0),  # a broken base is the base's problem
         ([(side(), side(exists=False))], 0),  # stack removed by the change
         ([(side(), side("dev", "advisory", "mandatory"))], 1),
-        ([(side(), side(error="tpuray:slicePools[0].topology: '4x5' is not a valid v6e topology"))], 1),
-        ([(side(exists=False), side(error="bad"))], 1),  # a new stack that fails to evaluate
+        # A head that does not evaluate (bad config, inputs the provider SDK refuses) exits 2, as preview does.
+        ([(side(), side(error="tpuray:slicePools[0].topology: '4x5' is not a valid v6e topology"))], 2),
+        ([(side(exists=False), side(error="bad"))], 2),  # a new stack that fails to evaluate
         ([(side(), side()), (side("prod"), side("prod", "mandatory"))], 1),  # any stack fails the diff
     ],
     ids=["clean", "advisories", "base-violated", "base-error", "removed", "mandatory", "head-error", "new-broken",
@@ -95,7 +96,7 @@ def test_diff_exit_code(stacks: list[tuple[Side, Side]], code: int) -> None:
     assert report(*stacks).exit_code == code
 
 
-@pytest.mark.parametrize(("head", "code"), [(side(), 0), (side(error="head broken"), 1), (side("dev", "mandatory"), 1)])
+@pytest.mark.parametrize(("head", "code"), [(side(), 0), (side(error="head broken"), 2), (side("dev", "mandatory"), 1)])
 def test_diff_command_returns_the_reports_exit_code(monkeypatch, capsys, head: Side, code: int) -> None:
     monkeypatch.setattr(diff_command, "run_diff", lambda *a: report((side(), head)))
     for fmt in ([], ["--json"], ["--markdown"]):
