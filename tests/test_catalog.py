@@ -132,3 +132,81 @@ def test_topology_table_is_readable(capsys):
     assert main(["topology", "--generation", "v5e"]) == 0
     out = capsys.readouterr().out
     assert "ct5lp-hightpu-8t" in out and "v5litepod-16" in out
+
+
+# ---------------------------------------------------------------------------- 3-D topologies by rule
+
+GKE_DOC_SHAPES = [  # (generation, topology, chips, hosts, pod type): Cloud TPU v5p/v4 tables and the 4x4x12
+    ("v5p", "4x4x8", 128, 32, "v5p-256"),
+    ("v5p", "8x16x16", 2048, 512, "v5p-4096"),
+    ("v5p", "16x16x24", 6144, 1536, "v5p-12288"),
+    ("v5p", "4x4x12", 192, 48, "v5p-384"),
+    ("v4", "4x4x12", 192, 48, "v4-384"),
+    ("v4", "12x12x16", 2304, 576, "v4-4608"),
+]
+
+
+@pytest.mark.parametrize("gen,topology,chips,hosts,pod_type", GKE_DOC_SHAPES)
+def test_documented_3d_shape_is_in_the_catalog(gen, topology, chips, hosts, pod_type):
+    shape = catalog.lookup(gen, topology)
+    assert (shape.chips, shape.hosts, shape.chips_per_host, shape.pod_type) == (chips, hosts, 4, pod_type)
+
+
+def _ordered(topology: str) -> bool:
+    a, b, c = (int(d) for d in topology.split("x"))
+    return a <= b <= c
+
+
+@pytest.mark.parametrize("gen", ["v4", "v5p", "tpu7x"])
+def test_every_ordered_topology_ray_accepts_is_in_the_catalog(gen):
+    ray_gen = catalog.GENERATIONS[gen].ray_generation
+    ray_ordered = {t for t in ray_tpu.VALID_TPU_TOPOLOGY[ray_gen] if _ordered(t) or t == "2x2x1"}
+    assert ray_ordered <= set(catalog.topologies(gen))
+
+
+@pytest.mark.parametrize("gen", ["v4", "v5p", "tpu7x"])
+def test_every_3d_topology_follows_the_documented_rule(gen):
+    for topology in catalog.topologies(gen):
+        dims = [int(d) for d in topology.split("x")]
+        sub_cube = topology in ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
+        assert sub_cube or (_ordered(topology) and all(d % 4 == 0 for d in dims)), topology
+
+
+@pytest.mark.parametrize(
+    "gen,topology",
+    [
+        ("v5p", "8x4x4"),
+        ("v5p", "4x4x6"),
+        ("v5p", "16x16x28"),
+        ("v4", "16x16x16"),
+        ("tpu7x", "4x4x12"),
+        ("v5p", "1x1x4"),
+    ],
+)
+def test_topology_outside_the_rule_or_the_largest_slice_is_refused(gen, topology):
+    with pytest.raises(CatalogError, match=f"topology '{topology}' is not valid for {gen}"):
+        catalog.lookup(gen, topology)
+
+
+def test_v5p_has_44_topologies_by_rule_and_12_headline_ones():
+    gen = catalog.GENERATIONS["v5p"]
+    assert (len(gen.topologies), len(gen.headline)) == (44, 12)
+    assert set(gen.headline) <= set(gen.topologies)
+
+
+def test_an_unknown_3d_topology_names_the_rule_not_a_list():
+    with pytest.raises(CatalogError) as err:
+        catalog.lookup("v5p", "4x4x6")
+    assert str(err.value) == (
+        "topology '4x4x6' is not valid for v5p; valid: 2x2x1, 2x2x2, 2x2x4, 2x4x4 or AxBxC with A <= B <= C all "
+        "multiples of 4, up to 16x16x24 (e.g. 4x4x4, 4x4x8, 4x8x8, 8x8x8)"
+    )
+
+
+def test_topology_table_shows_headline_shapes_unless_all(capsys):
+    assert main(["topology", "--generation", "v5p"]) == 0
+    headline = capsys.readouterr().out
+    assert "16x16x24" in headline and "4x4x12" not in headline
+    assert "12 of 44 shapes (headline topologies); --all lists every one" in headline
+    assert main(["topology", "--generation", "v5p", "--all"]) == 0
+    assert "4x4x12" in capsys.readouterr().out

@@ -367,7 +367,8 @@ def _shape_lines(key: str, gen: str, topology: str, machine_type: str | None) ->
     valid_topologies = catalog.topologies(gen)
     if topology not in valid_topologies:
         return [
-            f"{key}.topology: {_show(topology)} is not a valid {gen} topology; valid: {', '.join(valid_topologies)}"
+            f"{key}.topology: {_show(topology)} is not a valid {gen} topology; "
+            f"valid: {catalog.generation(gen).describe_topologies()}"
         ]
     if machine_type is not None:
         fits = catalog.machine_types(gen, topology)

@@ -59,7 +59,7 @@ def _tpu_shape(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             continue
         forms = shapes_of_generation_topology(kind, topo) if isinstance(topo, str) else []
         if not forms:
-            yield f"{res.label}: {where}.tpu.topology is {show(topo)}; valid for {kind}: {', '.join(gen.topologies)}"
+            yield f"{res.label}: {where}.tpu.topology is {show(topo)}; valid for {kind}: {gen.describe_topologies()}"
             continue
         shape = next((s for s in forms if s.chips_per_host == count), None)
         if shape is None:

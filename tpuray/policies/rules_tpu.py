@@ -58,10 +58,10 @@ def _node_selectors(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             continue
         if not isinstance(topo, str) or not shapes_of_generation_topology(acc, topo):
             gen = generation_of_accelerator(acc)
-            valid = gen.topologies if gen else ()
+            valid = gen.describe_topologies() if gen else ""
             yield (
                 f"{res.label}: {sel}[{TOPOLOGY_LABEL!r}] is {show(topo)}, which is not a topology of {acc}; "
-                f"use one of {', '.join(valid)}"
+                f"use one of {valid}"
             )
             continue
         sub = g.annotations.get(SLICE_TOPOLOGY_ANNOTATION)
