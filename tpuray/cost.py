@@ -365,17 +365,13 @@ def cost_table(cost: StackCost) -> Any:
             _line_text(line, "min"),
             _line_text(line, "max"),
             _line_text(line, "max", hpm, "mo"),
-            source if line.price.known else f"unknown: {line.price.note}",
+            source if line.price.known else f"unknown: {line.price.note.split(';')[0]}",
         )
-    for scale in ("min", "max"):
-        total = cost.total(scale)
-        table.add_row(
-            f"[bold]total at {scale} scale[/]", "", "configured tiers", "", "", "",
-            total_text(total) if scale == "min" else "",
-            total_text(total) if scale == "max" else "",
-            total_text(total, hpm, "mo"),
-            "on-demand: " + total_text(cost.total(scale, on_demand=True)),
-        )  # fmt: skip
+    od = cost.total("max", on_demand=True)
+    table.add_row(
+        "[bold]all on-demand[/]", "", "same pools, max scale", "", "", "", "", total_text(od),
+        total_text(od, hpm, "mo"), "for comparison",
+    )  # fmt: skip
     low, high = cost.range()
     table.add_row(
         "[bold]stack range[/]", "", "first tier → worst tier", "", "", "",

@@ -101,7 +101,9 @@ def _violation_text(v: dict[str, Any]) -> str:
 
 
 def _cost_rows(s: StackDiff) -> list[tuple[str, str, str, str]]:
-    """(what, base, head, delta) rows: stack totals, then each changed line at max scale."""
+    """(what, base, head, delta) rows: the stack's range, the all-on-demand comparison, then each
+    changed line at max scale. The configured-tier totals stay in the JSON only: beside the range
+    they would be a second, looser figure for the same thing."""
     hpm = costmod.hours_per_month()
     a_range, b_range = s.cost.range("base"), s.cost.range("head")
     rows = [
@@ -109,19 +111,6 @@ def _cost_rows(s: StackDiff) -> list[tuple[str, str, str, str]]:
          _range_text(b_range, hpm, "mo"), _range_delta(s, hpm, "mo")),
         ("range per hour", _range_text(a_range), _range_text(b_range), _range_delta(s)),
     ]  # fmt: skip
-    for scale in ("min", "max"):
-        a, b = s.cost.total("base", scale), s.cost.total("head", scale)
-        rows.append(
-            (f"total at {scale} scale, configured tiers, per hour", total_text(a), total_text(b), delta_text(a, b))
-        )
-        rows.append(
-            (
-                f"total at {scale} scale, per month",
-                total_text(a, hpm, "mo"),
-                total_text(b, hpm, "mo"),
-                delta_text(a, b, hpm, "mo"),
-            )
-        )
     a, b = s.cost.total("base", "max", "onDemandHourly"), s.cost.total("head", "max", "onDemandHourly")
     rows.append(("same pools all on-demand, max scale, per hour", total_text(a), total_text(b), delta_text(a, b)))
     for x, y in s.cost.line_changes():
