@@ -124,12 +124,15 @@ def to_cel(value: Any, schema: dict[str, Any]) -> Any:
 
 # ---------------------------------------------------------------------------- evaluation
 
-_ENV = celpy.Environment()
+@cache
+def _env() -> celpy.Environment:
+    """Built on first use: celpy compiles its LALR grammar then (about 0.3 s of CPU)."""
+    return celpy.Environment()
 
 
 @cache
 def program(rule: str) -> celpy.Runner:
-    return _ENV.program(_ENV.compile(rule), functions=EXTENSIONS)
+    return _env().program(_env().compile(rule), functions=EXTENSIONS)
 
 
 def is_transition_rule(rule: dict[str, Any]) -> bool:
@@ -183,7 +186,7 @@ def rule_failures(manifest: dict[str, Any]) -> list[str]:
 def function_names(rule: str) -> set[str]:
     """Every function and macro a rule calls (global f(x) and receiver x.f(y) forms)."""
     names: set[str] = set()
-    for tree in _ENV.compile(rule).iter_subtrees():
+    for tree in _env().compile(rule).iter_subtrees():
         if tree.data == "ident_arg":
             names.add(str(tree.children[0]))
         elif tree.data == "member_dot_arg":
