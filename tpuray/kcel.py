@@ -124,6 +124,7 @@ def to_cel(value: Any, schema: dict[str, Any]) -> Any:
 
 # ---------------------------------------------------------------------------- evaluation
 
+
 @cache
 def _env() -> celpy.Environment:
     """Built on first use: celpy compiles its LALR grammar then (about 0.3 s of CPU)."""

@@ -13,6 +13,7 @@ from tpuray.policies import (
     rules_computeclass,
     rules_crd,
     rules_kuberay,
+    rules_podsecurity,
     rules_security,
     rules_stack,
     rules_tpu,
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     *rules_crd.RULES,
     *rules_kuberay.RULES,
     *rules_security.RULES,
+    *rules_podsecurity.RULES,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 assert len(RULES_BY_NAME) == len(RULES), "rule names must be unique"

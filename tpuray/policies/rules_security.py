@@ -1,5 +1,7 @@
-"""Security: Ray's unauthenticated ports stay private, token auth is on, pods are unprivileged,
-and the GKE cluster is hardened."""
+"""Security: Ray's unauthenticated ports stay private, token auth is on, and the GKE cluster is hardened.
+
+Generic pod security (privileged, host namespaces...) is checkov's: rules_podsecurity.py.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from tpuray.policies.kube import (
     as_list,
     cluster_spec,
     get,
-    groups,
     show,
 )
 
@@ -119,29 +120,6 @@ def _token_auth(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def _pod_specs(res: Resource) -> Iterator[tuple[str, dict[str, Any]]]:
-    cluster = cluster_spec(res.props)
-    if cluster is not None:
-        for g in groups(cluster):
-            yield f"{g.where}.template.spec", g.pod_spec
-    submitter = get(res.props, "spec", "submitterPodTemplate", "spec")
-    if isinstance(submitter, dict):
-        yield "spec.submitterPodTemplate.spec", submitter
-
-
-def _unprivileged(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    for where, pod in _pod_specs(res):
-        if pod.get("hostNetwork") is True:
-            yield f"{res.label}: {where}.hostNetwork is true; Ray pods must not share the node's network: remove it"
-        for key in ("initContainers", "containers"):
-            for i, c in enumerate(as_list(pod.get(key))):
-                if get(c, "securityContext", "privileged") is True:
-                    yield (
-                        f"{res.label}: {where}.{key}[{i}].securityContext.privileged is true; TPU access comes from "
-                        "the google.com/tpu device plugin, not privilege: remove privileged"
-                    )
-
-
 # ---------------------------------------------------------------------------- GKE
 
 
@@ -238,14 +216,6 @@ RULES = (
         MANDATORY,
         RAY_TYPES,
         _token_auth,
-        kubernetes=True,
-    ),
-    Rule(
-        "ray-pods-unprivileged",
-        "Ray pods run no privileged container and do not use hostNetwork.",
-        MANDATORY,
-        RAY_TYPES,
-        _unprivileged,
         kubernetes=True,
     ),
     Rule("gke-private-nodes", "GKE nodes have private IPs only.", MANDATORY, (CLUSTER_TYPE,), _private_nodes),
