@@ -30,6 +30,7 @@ CONFIG_KEYS = (
     "prices",
     "terraform",
     "observability",
+    "images",
 )
 # Capacity tiers as the price file and tpuray:prices name them (TierKind values).
 PRICE_TIERS = ("on-demand", "spot", "reservation", "flex-start")
@@ -76,6 +77,14 @@ class ClusterConfig(_Model):
     master_authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list, alias="masterAuthorizedNetworks")
     cpu_pool: CpuPoolConfig = Field(default_factory=CpuPoolConfig, alias="cpuPool")
     deletion_protection: bool = Field(True, alias="deletionProtection")
+    # Named secondary ranges of the subnetwork for Pods and Services (VPC-native); unset,
+    # GKE creates the ranges itself. The Terraform foundation declares and outputs them.
+    pods_range_name: str | None = Field(None, alias="podsRangeName", min_length=1)
+    services_range_name: str | None = Field(None, alias="servicesRangeName", min_length=1)
+    # Cloud KMS key for GKE application-layer secrets encryption (full resource name).
+    secrets_kms_key: str | None = Field(
+        None, alias="secretsKmsKey", pattern=r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$"
+    )
 
 
 class ReservationRef(_Model):
@@ -204,12 +213,27 @@ class WorkloadsConfig(_Model):
     interactive: InteractiveCluster | None = None
 
 
-class TerraformOutputs(_Model):
-    """Which Terraform root outputs stand in for which stack values."""
+class ImagesConfig(_Model):
+    """Where the stack's images are pushed: the Artifact Registry docker repository the
+    Terraform foundation declares (its output image_repository)."""
 
-    network: str | None = None
-    subnetwork: str | None = None
-    # reservation name as written in slicePools[].capacity -> output holding the real name
+    repository: str | None = None  # REGION-docker.pkg.dev/PROJECT/REPO
+
+
+class TerraformOutputs(_Model):
+    """Which Terraform root outputs stand in for which stack values.
+
+    Each field names a root output; the foundation module (terraform/modules/foundation)
+    has one output per field, named like the field (tests/test_foundation.py)."""
+
+    network: str | None = None  # -> cluster.network
+    subnetwork: str | None = None  # -> cluster.subnetwork
+    pods_range_name: str | None = Field(None, alias="podsRangeName")  # -> cluster.podsRangeName
+    services_range_name: str | None = Field(None, alias="servicesRangeName")  # -> cluster.servicesRangeName
+    secrets_kms_key: str | None = Field(None, alias="secretsKmsKey")  # -> cluster.secretsKmsKey
+    image_repository: str | None = Field(None, alias="imageRepository")  # -> images.repository
+    # reservation name as written in slicePools[].capacity -> output holding the real name,
+    # or OUTPUT.KEY for an entry of a map output (the foundation's `reservations`)
     reservations: dict[str, str] = Field(default_factory=dict)
 
 
@@ -288,6 +312,7 @@ class StackConfig(_Model):
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     terraform: TerraformConfig | None = None
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
 
     def pool(self, name: str) -> SlicePoolConfig:
         return next(p for p in self.slice_pools if p.name == name)
@@ -429,6 +454,7 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
         )
     lines += _price_lines(cfg)
     lines += _terraform_lines(cfg)
+    lines += _range_lines(cfg)
     return lines
 
 
@@ -458,8 +484,9 @@ def _terraform_lines(cfg: StackConfig) -> list[str]:
     if tf.backend == "local" and not tf.path:
         lines.append(f"{key}.path: missing; the local backend needs the path of a terraform.tfstate")
     outputs = tf.outputs
-    if not (outputs.network or outputs.subnetwork or outputs.reservations):
-        lines.append(f"{key}.outputs: names no output; map at least one of network, subnetwork, reservations")
+    if not any(getattr(outputs, name) for name in TerraformOutputs.model_fields):
+        fields = ", ".join(f.alias or name for name, f in TerraformOutputs.model_fields.items())
+        lines.append(f"{key}.outputs: names no output; map at least one of {fields}")
     used = {
         tier.reservation.name
         for pool in cfg.slice_pools
@@ -473,6 +500,20 @@ def _terraform_lines(cfg: StackConfig) -> list[str]:
                 f"{key}.outputs.reservations.{name}: no capacity tier uses reservation {name!r}; valid: {valid}"
             )
     return lines
+
+
+def _range_lines(cfg: StackConfig) -> list[str]:
+    """podsRangeName and servicesRangeName go together (from the cluster or a Terraform output)."""
+    outputs = cfg.terraform.outputs if cfg.terraform else TerraformOutputs()
+    pods = cfg.cluster.pods_range_name or outputs.pods_range_name
+    services = cfg.cluster.services_range_name or outputs.services_range_name
+    if bool(pods) == bool(services):
+        return []
+    missing = "servicesRangeName" if pods else "podsRangeName"
+    return [
+        f"{NAMESPACE}:cluster.{missing}: missing; name both secondary ranges of the subnetwork (podsRangeName and "
+        "servicesRangeName, in tpuray:cluster or tpuray:terraform.outputs) or neither"
+    ]
 
 
 def parse_stack_config(raw: dict[str, Any], stack: str) -> StackConfig:

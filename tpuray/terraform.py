@@ -2,9 +2,11 @@
 
 Teams that keep their network and reservations in Terraform point `tpuray:terraform` at
 that state; the program reads the named root outputs and puts their values where the
-stack config would otherwise name them (tpuray:cluster.network / subnetwork, the
-`reservation` capacity tiers). Nothing else changes: the stack never creates a VPC or a
-reservation on either path.
+stack config would otherwise name them (tpuray:cluster.network / subnetwork /
+podsRangeName / servicesRangeName / secretsKmsKey, tpuray:images.repository, the
+`reservation` capacity tiers). Nothing else changes: the stack never creates a VPC, a key
+or a reservation on either path. terraform/modules/foundation declares all of them, with
+one root output per TerraformOutputs field (docs/foundation.md).
 
 Backends:
 - local: pulumi-terraform's state reference (`terraform.state.get_local_reference`).
@@ -22,7 +24,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tpuray.config import NAMESPACE, CapacityTier, ConfigError, StackConfig, TerraformConfig
+from tpuray.config import NAMESPACE, CapacityTier, ConfigError, StackConfig, TerraformConfig, TerraformOutputs
+
+# TerraformOutputs fields whose value replaces the ClusterConfig field of the same name.
+_CLUSTER_FIELDS = ("network", "subnetwork", "pods_range_name", "services_range_name", "secrets_kms_key")
 
 
 class TerraformStateError(ConfigError):
@@ -64,14 +69,25 @@ def read_outputs(tf: TerraformConfig) -> dict[str, Any]:
 
 
 def _output(outputs: dict[str, Any], name: str, key: str, tf: TerraformConfig) -> str:
-    if name not in outputs:
+    # OUTPUT.KEY names an entry of a map output; Terraform output names cannot contain dots.
+    output, _, entry = name.partition(".")
+    if output not in outputs:
         there = ", ".join(sorted(outputs)) or "none"
         raise TerraformStateError(
             [
-                f"{NAMESPACE}:terraform.outputs.{key}: output {name!r} not found in Terraform state {tf.location}; outputs there: {there}"
+                f"{NAMESPACE}:terraform.outputs.{key}: output {output!r} not found in Terraform state {tf.location}; outputs there: {there}"
             ]
         )
-    value = outputs[name]
+    value = outputs[output]
+    if entry:
+        if not isinstance(value, dict) or entry not in value:
+            there = ", ".join(sorted(value)) if isinstance(value, dict) else f"not a map: {json.dumps(value)}"
+            raise TerraformStateError(
+                [
+                    f"{NAMESPACE}:terraform.outputs.{key}: output {output!r} in {tf.location} has no entry {entry!r}; entries there: {there or 'none'}"
+                ]
+            )
+        value = value[entry]
     if not isinstance(value, str) or not value:
         raise TerraformStateError(
             [
@@ -97,10 +113,14 @@ def resolve(cfg: StackConfig, outputs: dict[str, Any] | None = None) -> StackCon
     if outputs is None:
         outputs = read_outputs(tf)
     cluster_update = {}
-    if tf.outputs.network:
-        cluster_update["network"] = _output(outputs, tf.outputs.network, "network", tf)
-    if tf.outputs.subnetwork:
-        cluster_update["subnetwork"] = _output(outputs, tf.outputs.subnetwork, "subnetwork", tf)
+    for field in _CLUSTER_FIELDS:
+        name = getattr(tf.outputs, field)
+        if name:
+            cluster_update[field] = _output(outputs, name, TerraformOutputs.model_fields[field].alias or field, tf)
+    images = cfg.images
+    if tf.outputs.image_repository:
+        repository = _output(outputs, tf.outputs.image_repository, "imageRepository", tf)
+        images = images.model_copy(update={"repository": repository})
     names = {
         name: _output(outputs, output, f"reservations.{name}", tf) for name, output in tf.outputs.reservations.items()
     }
@@ -115,4 +135,6 @@ def resolve(cfg: StackConfig, outputs: dict[str, Any] | None = None) -> StackCon
         )
         for pool in cfg.slice_pools
     ]
-    return cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update=cluster_update), "slice_pools": pools})
+    return cfg.model_copy(
+        update={"cluster": cfg.cluster.model_copy(update=cluster_update), "slice_pools": pools, "images": images}
+    )

@@ -79,7 +79,7 @@ class GkeCluster(pulumi.ComponentResource):
             network=cfg.network,
             subnetwork=cfg.subnetwork,
             networking_mode="VPC_NATIVE",
-            ip_allocation_policy={},
+            ip_allocation_policy=_ip_allocation_policy(cfg),
             release_channel={"channel": cfg.release_channel},
             # The default pool would run with the default compute SA: remove it.
             remove_default_node_pool=True,
@@ -105,6 +105,10 @@ class GkeCluster(pulumi.ComponentResource):
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
             deletion_protection=cfg.deletion_protection,
+            # Application-layer secrets encryption with the foundation's Cloud KMS key.
+            database_encryption={"state": "ENCRYPTED", "key_name": cfg.secrets_kms_key}
+            if cfg.secrets_kms_key
+            else None,
             **cluster_settings(args.stack),
             opts=child,
         )
@@ -137,6 +141,16 @@ class GkeCluster(pulumi.ComponentResource):
         self.name = cluster.name
         self.node_service_account = account.email
         self.register_outputs({"name": cluster.name, "endpoint": cluster.endpoint})
+
+
+def _ip_allocation_policy(cfg: ClusterConfig) -> dict:
+    """The subnetwork's named secondary ranges when the stack names them; else GKE creates ranges."""
+    if cfg.pods_range_name and cfg.services_range_name:
+        return {
+            "cluster_secondary_range_name": cfg.pods_range_name,
+            "services_secondary_range_name": cfg.services_range_name,
+        }
+    return {}
 
 
 def _kubeconfig(name: str, endpoint: str, ca_cert: str) -> str:

@@ -1,0 +1,32 @@
+# The dev foundation: what stacks/Pulumi.dev.yaml expects to exist (docs/foundation.md).
+provider "google" {
+  project = "acme-ml-dev"
+  region  = "us-east5"
+  default_labels = {
+    managed-by  = "terraform"
+    component   = "tpuray-foundation"
+    environment = "dev"
+  }
+}
+
+module "foundation" {
+  source            = "../../modules/foundation"
+  project_id        = "acme-ml-dev"
+  region            = "us-east5"
+  environment       = "dev"
+  github_repository = "acme/tpuray"
+
+  # prod hosts the Workload Identity pool, the CI service accounts and the state bucket.
+  ci = {
+    home       = false
+    project_id = "acme-ml-prod"
+    bucket     = "acme-ml-prod-tpuray-state"
+  }
+
+  network = {
+    name          = "tpuray-dev"
+    subnet_cidr   = "10.10.0.0/20"
+    pods_cidr     = "10.32.0.0/14"
+    services_cidr = "10.36.0.0/20"
+  }
+}

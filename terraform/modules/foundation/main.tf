@@ -1,0 +1,87 @@
+# Everything one environment's Pulumi stack expects to exist, from an empty project.
+# The root outputs (terraform/foundation/<env>/outputs.tf) are exactly the fields of
+# tpuray.config.TerraformOutputs; tests/test_foundation.py holds both sides to it.
+locals {
+  apis = [
+    "artifactregistry.googleapis.com",
+    "cloudkms.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
+    "serviceusage.googleapis.com",
+    "storage.googleapis.com",
+    "sts.googleapis.com",
+  ]
+}
+
+resource "google_project_service" "apis" {
+  for_each           = toset(local.apis)
+  project            = var.project_id
+  service            = each.value
+  disable_on_destroy = false
+}
+
+module "network" {
+  source        = "../network"
+  project_id    = var.project_id
+  region        = var.region
+  name          = var.network.name
+  subnet_cidr   = var.network.subnet_cidr
+  pods_cidr     = var.network.pods_cidr
+  services_cidr = var.network.services_cidr
+  depends_on    = [google_project_service.apis]
+}
+
+module "kms" {
+  source     = "../kms"
+  project_id = var.project_id
+  region     = var.region
+  depends_on = [google_project_service.apis]
+}
+
+module "ci_identity" {
+  source            = "../ci-identity"
+  project_id        = var.project_id
+  environment       = var.environment
+  github_repository = var.github_repository
+  home              = var.ci.home
+  ci_project_id     = var.ci.project_id
+  depends_on        = [google_project_service.apis]
+}
+
+module "registry" {
+  source         = "../registry"
+  project_id     = var.project_id
+  region         = var.region
+  repository_id  = var.registry.repository_id
+  remote_proxies = var.registry.remote_proxies
+  kms_key_name   = module.kms.artifacts_kms_key
+  writers        = { deploy = module.ci_identity.deploy_member }
+  depends_on     = [google_project_service.apis]
+}
+
+module "state" {
+  count      = var.ci.home ? 1 : 0
+  source     = "../state"
+  project_id = var.project_id
+  location   = var.region
+  bucket     = var.ci.bucket
+  object_admins = {
+    deploy  = module.ci_identity.deploy_member
+    preview = module.ci_identity.preview_member # pulumi preview takes the stack lock
+  }
+  bucket_readers = {
+    preview = module.ci_identity.preview_member
+  }
+  depends_on = [google_project_service.apis]
+}
+
+module "reservations" {
+  source                = "../reservations"
+  project_id            = var.project_id
+  tpu_reservations      = var.tpu_reservations
+  existing_reservations = var.existing_reservations
+  depends_on            = [google_project_service.apis]
+}

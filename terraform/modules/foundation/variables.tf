@@ -1,0 +1,88 @@
+variable "project_id" {
+  type        = string
+  description = "GCP project of this environment (the stack's tpuray:gcp.project)."
+
+  validation {
+    condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a GCP project ID: 6-30 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the cluster (the stack's tpuray:gcp.region): subnetwork, NAT, key ring and repositories live here."
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a GCP region, e.g. us-east5."
+  }
+}
+
+variable "environment" {
+  type        = string
+  description = "dev, staging or prod: the stack this foundation serves."
+
+  validation {
+    condition     = contains(["dev", "staging", "prod"], var.environment)
+    error_message = "environment must be one of dev, staging, prod."
+  }
+}
+
+variable "github_repository" {
+  type        = string
+  description = "owner/name of the GitHub repository whose workflows deploy the stacks."
+}
+
+variable "ci" {
+  type = object({
+    home       = bool
+    project_id = string
+    bucket     = string
+  })
+  description = <<-EOT
+    Where the shared CI pieces live. Exactly one environment is the home (home = true): it
+    declares the Workload Identity pool, the tpuray-deploy and tpuray-preview service
+    accounts and the state bucket `bucket`. Every environment names the home's project and
+    bucket, and grants the two accounts their roles in its own project.
+  EOT
+
+  validation {
+    condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.ci.project_id))
+    error_message = "ci.project_id must be a GCP project ID."
+  }
+}
+
+variable "network" {
+  type = object({
+    name          = string
+    subnet_cidr   = string
+    pods_cidr     = string
+    services_cidr = string
+  })
+  description = "The VPC: its name, the nodes' primary range and the Pods and Services secondary ranges. Must not overlap the stack's cluster.masterIpv4CidrBlock (default 172.16.0.0/28)."
+}
+
+variable "registry" {
+  type = object({
+    repository_id  = optional(string, "tpuray")
+    remote_proxies = optional(bool, true)
+  })
+  description = "The docker repository's ID and whether to add the Docker Hub and PyPI read-through repositories."
+  default     = {}
+}
+
+variable "tpu_reservations" {
+  type = map(object({
+    zone         = string
+    machine_type = string
+    vm_count     = number
+  }))
+  description = "Specific TPU reservations to declare (see modules/reservations); usually empty: committed TPU capacity arrives as a reservation your account team creates."
+  default     = {}
+}
+
+variable "existing_reservations" {
+  type        = map(string)
+  description = "Reservations that exist already: name used by the stack's capacity tier -> real reservation name."
+  default     = {}
+}
