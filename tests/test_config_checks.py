@@ -39,13 +39,13 @@ def tiers(*t: dict[str, Any]) -> Edit:
     return lambda c: pool(c).update(capacity=list(t))
 
 
-TF_LOCAL = {"backend": "local", "path": "tests/fixtures/terraform/network.tfstate", "outputs": {"network": "vpc"}}
+TF_LOCAL = {"backend": "local", "path": "tests/fixtures/terraform/foundation.tfstate", "outputs": {"network": "vpc"}}
 
 CASES: list[tuple[str, Edit, str]] = [
     # ------------------------------------------------------------------ top level and pydantic
     ("unknown top-level key", lambda c: c.update(clusters={}),
      "tpuray:clusters: unknown key; valid: tpuray:environment, tpuray:gcp, tpuray:cluster, tpuray:slicePools, "
-     "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform, tpuray:observability"),
+     "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform, tpuray:observability, tpuray:images"),
     ("unknown nested key", lambda c: pool(c).update(topolgy="4x4"),
      "tpuray:slicePools[0].topolgy: unknown key (value '4x4'); check the spelling in docs/configuration.md"),
     ("required key missing", lambda c: c["gcp"].pop("project"),
@@ -142,7 +142,22 @@ CASES: list[tuple[str, Edit, str]] = [
     ("local backend without a path", lambda c: c.update(terraform={"backend": "local", "outputs": {"network": "vpc"}}),
      "tpuray:terraform.path: missing; the local backend needs the path of a terraform.tfstate"),
     ("terraform outputs naming nothing", lambda c: c.update(terraform={**TF_LOCAL, "outputs": {}}),
-     "tpuray:terraform.outputs: names no output; map at least one of network, subnetwork, reservations"),
+     "tpuray:terraform.outputs: names no output; map at least one of network, subnetwork, podsRangeName, "
+     "servicesRangeName, secretsKmsKey, imageRepository, reservations"),
+    ("pods range without services range", lambda c: c["cluster"].update(podsRangeName="gke-pods"),
+     "tpuray:cluster.servicesRangeName: missing; name both secondary ranges of the subnetwork (podsRangeName and "
+     "servicesRangeName, in tpuray:cluster or tpuray:terraform.outputs) or neither"),
+    ("services range from terraform without pods range",
+     lambda c: c.update(terraform={**TF_LOCAL, "outputs": {"servicesRangeName": "services_range_name"}}),
+     "tpuray:cluster.podsRangeName: missing; name both secondary ranges of the subnetwork (podsRangeName and "
+     "servicesRangeName, in tpuray:cluster or tpuray:terraform.outputs) or neither"),
+    ("secrets key that is not a key resource name", lambda c: c["cluster"].update(secretsKmsKey="gke-secrets"),
+     "tpuray:cluster.secretsKmsKey: 'gke-secrets' is invalid; use the key's full resource name, "
+     "projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY"),
+    ("secrets key outside the cluster's region",
+     lambda c: c["cluster"].update(secretsKmsKey="projects/acme-ml-dev/locations/global/keyRings/r/cryptoKeys/k"),
+     "tpuray:cluster.secretsKmsKey: key location 'global' is not the cluster's region 'us-east5'; use a key ring "
+     "in us-east5"),
     ("terraform reservation no tier uses",
      lambda c: (c.update(terraform={**TF_LOCAL, "outputs": {"reservations": {"dev-res": "res_name"}}}),
                 pool(c).update(capacity=[{"reservation": "other-res"}])),

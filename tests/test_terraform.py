@@ -130,17 +130,3 @@ def test_missing_map_entry_names_the_entries_there(tmp_path: Path) -> None:
     (line,) = err.value.lines
     assert "output 'reservations' in" in line
     assert "has no entry 'acme-v6e-prod'; entries there: acme-v6e-4x4-prod" in line
-
-
-def test_one_secondary_range_without_the_other_is_a_config_error() -> None:
-    raw = read_stack_file(LOCAL_STACK)
-    del raw["terraform"]["outputs"]["servicesRangeName"]
-    with pytest.raises(ConfigError, match=r"tpuray:cluster.servicesRangeName: missing; name both secondary ranges"):
-        parse_stack_config(raw, "tf-test")
-
-
-def test_secrets_key_must_be_a_full_key_name() -> None:
-    raw = read_stack_file(LOCAL_STACK)
-    raw["cluster"]["secretsKmsKey"] = "gke-secrets"
-    with pytest.raises(ConfigError, match=r"tpuray:cluster.secretsKmsKey: 'gke-secrets' is invalid"):
-        parse_stack_config(raw, "tf-test")

@@ -82,9 +82,7 @@ class ClusterConfig(_Model):
     pods_range_name: str | None = Field(None, alias="podsRangeName", min_length=1)
     services_range_name: str | None = Field(None, alias="servicesRangeName", min_length=1)
     # Cloud KMS key for GKE application-layer secrets encryption (full resource name).
-    secrets_kms_key: str | None = Field(
-        None, alias="secretsKmsKey", pattern=r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$"
-    )
+    secrets_kms_key: str | None = Field(None, alias="secretsKmsKey")
 
 
 class ReservationRef(_Model):
@@ -454,7 +452,7 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
         )
     lines += _price_lines(cfg)
     lines += _terraform_lines(cfg)
-    lines += _range_lines(cfg)
+    lines += _foundation_lines(cfg)
     return lines
 
 
@@ -500,6 +498,29 @@ def _terraform_lines(cfg: StackConfig) -> list[str]:
                 f"{key}.outputs.reservations.{name}: no capacity tier uses reservation {name!r}; valid: {valid}"
             )
     return lines
+
+
+_KMS_KEY = re.compile(r"^projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$")
+
+
+def _foundation_lines(cfg: StackConfig) -> list[str]:
+    """The values the Terraform foundation provides: the secrets key and the two ranges."""
+    lines = []
+    key = cfg.cluster.secrets_kms_key
+    if key is not None:
+        match = _KMS_KEY.match(key)
+        if not match:
+            lines.append(
+                f"{NAMESPACE}:cluster.secretsKmsKey: {_show(key)} is invalid; use the key's full resource name, "
+                "projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY"
+            )
+        elif match.group(1) != cfg.gcp.region:
+            # GKE: keep the key in the cluster's location (docs/foundation.md, Secrets key).
+            lines.append(
+                f"{NAMESPACE}:cluster.secretsKmsKey: key location {match.group(1)!r} is not the cluster's region "
+                f"{cfg.gcp.region!r}; use a key ring in {cfg.gcp.region}"
+            )
+    return lines + _range_lines(cfg)
 
 
 def _range_lines(cfg: StackConfig) -> list[str]:
