@@ -57,7 +57,9 @@ def build(cfg: StackConfig) -> None:
         )
     workloads = cfg.workloads
     if workloads.train or workloads.serve or workloads.interactive:
-        RayWorkloads("ray", RayWorkloadsArgs(config=cfg, provider=cluster.provider), opts)
+        RayWorkloads(
+            "ray", RayWorkloadsArgs(config=cfg, provider=cluster.provider, workload_pool=cluster.workload_pool), opts
+        )
 
     Observability("obs", ObservabilityArgs(config=cfg), opts)
 

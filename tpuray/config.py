@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tpuray import catalog
+from tpuray import catalog, gcp_rules
 
 NAMESPACE = "tpuray"
 CONFIG_KEYS = (
@@ -83,6 +83,12 @@ class ClusterConfig(_Model):
     services_range_name: str | None = Field(None, alias="servicesRangeName", min_length=1)
     # Cloud KMS key for GKE application-layer secrets encryption (full resource name).
     secrets_kms_key: str | None = Field(None, alias="secretsKmsKey")
+    # Egress of the private nodes: `cloudNat` declares a Cloud Router + Cloud NAT for the
+    # cluster's region and network; `provided` means the network (e.g. the Terraform foundation)
+    # already gives the nodes NAT, and nothing is declared.
+    egress: Literal["cloudNat", "provided"] = "cloudNat"
+    # Optional floor on the control plane's GKE version (e.g. 1.34.0-gke.2201000).
+    min_master_version: str | None = Field(None, alias="minMasterVersion")
 
 
 class ReservationRef(_Model):
@@ -423,7 +429,7 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
             lines += _tier_lines(f"{fkey}.capacity", fb.capacity)
     if not cfg.slice_pools:
         lines.append(f"{NAMESPACE}:slicePools: [] is empty; declare at least one slice pool")
-    demand: dict[str, list[str]] = {}
+    demand: dict[str, list[tuple[str, int]]] = {}
     for kind, count_key in (("train", "slices"), ("serve", "replicas"), ("interactive", "slices")):
         workload = getattr(cfg.workloads, kind)
         if workload is None:
@@ -435,14 +441,15 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
             )
             continue
         count = getattr(workload, count_key)
-        demand.setdefault(workload.pool, []).extend([f"{key}.{count_key}"] * count)
+        demand.setdefault(workload.pool, []).append((f"{key}.{count_key}", count))
     for pool_name, claims in demand.items():
         pool = cfg.pool(pool_name)
-        if pool.slices >= 1 and len(claims) > pool.slices:  # slices < 1 is reported on its own
+        needed = sum(count for _, count in claims)  # arithmetic, never one step per slice
+        if pool.slices >= 1 and needed > pool.slices:  # slices < 1 is reported on its own
             # Each workload holds whole slices; more claims than slices leaves a gang pending forever.
             lines.append(
-                f"{claims[-1]}: workloads on pool {pool_name!r} need {len(claims)} slices "
-                f"({', '.join(sorted(set(claims)))}) but the pool has {pool.slices}; raise slicePools "
+                f"{claims[-1][0]}: workloads on pool {pool_name!r} need {needed} slices "
+                f"({', '.join(sorted({k for k, _ in claims}))}) but the pool has {pool.slices}; raise slicePools "
                 f"{pool_name!r}.slices or move a workload to another pool"
             )
     serve = cfg.workloads.serve
@@ -453,6 +460,7 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += _price_lines(cfg)
     lines += _terraform_lines(cfg)
     lines += _foundation_lines(cfg)
+    lines += gcp_rules.stack_lines(cfg)
     return lines
 
 

@@ -30,6 +30,8 @@ class MockedResource:
     inputs: dict[str, Any]
     urn: str = ""
     provider: str = ""
+    # Registration sequence: a resource that waits on another's outputs registers after it.
+    order: int = 0
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -88,7 +90,13 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         # Strict mocks: the inputs as the provider would receive them, against the SDK's types.
         self.run.input_errors.extend(check_inputs(args.typ, args.name, dict(args.inputs)))
         self.run.resources.append(
-            MockedResource(type=args.typ, name=args.name, inputs=dict(args.inputs), provider=args.provider or "")
+            MockedResource(
+                type=args.typ,
+                name=args.name,
+                inputs=dict(args.inputs),
+                provider=args.provider or "",
+                order=len(self.run.resources),
+            )
         )
         outputs = dict(args.inputs)
         # Computed outputs the program reads back: stand-ins that look like the real thing.

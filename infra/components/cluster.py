@@ -8,8 +8,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from infra.components.egress import cluster_egress
 from infra.components.observability import cluster_settings, cost_labels
 from tpuray.config import ClusterConfig, GcpConfig
+from tpuray.gcp_rules import service_account_id
 
 # Least privilege for nodes: write logs and metrics, read images. Nothing else.
 NODE_ROLES = (
@@ -46,6 +48,7 @@ class GkeCluster(pulumi.ComponentResource):
 
     name: pulumi.Output[str]
     node_service_account: pulumi.Output[str]
+    workload_pool: pulumi.Output[str]
     provider: k8s.Provider
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -55,7 +58,7 @@ class GkeCluster(pulumi.ComponentResource):
 
         account = gcp.serviceaccount.Account(
             f"{name}-nodes",
-            account_id=f"{cfg.name}-nodes"[:30],
+            account_id=service_account_id(cfg.name, "nodes"),
             display_name=f"GKE nodes of {cfg.name} (least privilege)",
             project=project,
             opts=child,
@@ -134,11 +137,16 @@ class GkeCluster(pulumi.ComponentResource):
             opts=child,
         )
 
+        # Private nodes reach image registries and PyPI through Cloud NAT (tpuray:cluster.egress).
+        cluster_egress(name, cfg, project, args.gcp.region, child)
+
         kubeconfig = pulumi.Output.all(
             cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate
         ).apply(lambda a: _kubeconfig(*a))
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=child)
         self.name = cluster.name
+        # Exists once the cluster does: IAM refuses a binding to PROJECT.svc.id.goog before that.
+        self.workload_pool = cluster.workload_identity_config.workload_pool
         self.node_service_account = account.email
         self.register_outputs({"name": cluster.name, "endpoint": cluster.endpoint})
 

@@ -22,6 +22,7 @@ from infra.components.slice_pool import COMPUTE_CLASS_LABEL
 from tpuray import catalog, labels
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig, StackConfig, TierKind
+from tpuray.gcp_rules import service_account_id
 from tpuray.shared import REPO_ROOT
 
 KSA_NAME = "ray-workload"
@@ -308,6 +309,8 @@ def _buckets(*uris: str | None) -> list[str]:
 class RayWorkloadsArgs:
     config: StackConfig
     provider: k8s.Provider
+    # The cluster's workload_identity_config.workload_pool (PROJECT.svc.id.goog), an output.
+    workload_pool: pulumi.Input[str]
 
 
 class RayWorkloads(pulumi.ComponentResource):
@@ -324,7 +327,7 @@ class RayWorkloads(pulumi.ComponentResource):
         # Pods reach GCS (data, checkpoints, code) as this GSA, through Workload Identity.
         gsa = gcp.serviceaccount.Account(
             f"{name}-gsa",
-            account_id=f"{cfg.cluster.name}-ray"[:30],
+            account_id=service_account_id(cfg.cluster.name, "ray"),
             display_name=f"Ray workloads of {cfg.cluster.name}",
             project=cfg.gcp.project,
             opts=gcp_opts,
@@ -333,7 +336,9 @@ class RayWorkloads(pulumi.ComponentResource):
             f"{name}-wi",
             service_account_id=gsa.name,
             role="roles/iam.workloadIdentityUser",
-            member=f"serviceAccount:{cfg.gcp.project}.svc.id.goog[{ns}/{KSA_NAME}]",
+            # From the cluster's own workload pool: the binding waits for the cluster, which
+            # creates the pool (IAM refuses the member before it exists on a fresh project).
+            member=pulumi.Output.concat("serviceAccount:", args.workload_pool, f"[{ns}/{KSA_NAME}]"),
             opts=gcp_opts,
         )
         writable = _buckets(wl.train.storage_uri if wl.train else None)
