@@ -161,8 +161,8 @@ def _reservation_lines(cfg: StackConfig) -> list[str]:
     lines = []
     for i, pool in enumerate(cfg.slice_pools):
         for j, tier in enumerate(pool.capacity):
-            if tier.reservation is None:
-                continue
+            if tier.reservation is None or not tier.reservation.name.strip():
+                continue  # a missing name is reported by tpuray.config
             key = f"{NS}:slicePools[{i}].capacity[{j}].reservation"
             lines += _name_lines(f"{key}.name", tier.reservation.name, RFC1035, "reservation names follow RFC 1035")
             if tier.reservation.project is not None:
