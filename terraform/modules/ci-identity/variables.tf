@@ -3,11 +3,6 @@ variable "project_id" {
   description = "Project of this environment: the CI service accounts get their roles here."
 }
 
-variable "environment" {
-  type        = string
-  description = "This environment (dev, staging or prod)."
-}
-
 variable "github_repository" {
   type        = string
   description = "The GitHub repository (owner/name) whose workflows may authenticate."

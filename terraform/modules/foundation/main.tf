@@ -44,7 +44,6 @@ module "kms" {
 module "ci_identity" {
   source            = "../ci-identity"
   project_id        = var.project_id
-  environment       = var.environment
   github_repository = var.github_repository
   home              = var.ci.home
   ci_project_id     = var.ci.project_id

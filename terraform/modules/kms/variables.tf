@@ -25,7 +25,7 @@ variable "rotation_period" {
   default     = "7776000s"
 
   validation {
-    condition     = can(regex("^[0-9]+s$", var.rotation_period)) && tonumber(trimsuffix(var.rotation_period, "s")) >= 86400 && tonumber(trimsuffix(var.rotation_period, "s")) <= 7776000
+    condition     = try(tonumber(trimsuffix(var.rotation_period, "s")) >= 86400 && tonumber(trimsuffix(var.rotation_period, "s")) <= 7776000 && endswith(var.rotation_period, "s"), false)
     error_message = "kms.rotation_period must be between 86400s (1 day) and 7776000s (90 days), e.g. \"7776000s\"."
   }
 }

@@ -33,7 +33,7 @@ variable "pods_cidr" {
   description = "Secondary range for GKE Pods (VPC-native cluster_secondary_range_name)."
 
   validation {
-    condition     = can(cidrnetmask(var.pods_cidr)) && tonumber(split("/", var.pods_cidr)[1]) <= 21
+    condition     = can(cidrnetmask(var.pods_cidr)) && try(tonumber(split("/", var.pods_cidr)[1]) <= 21, false)
     error_message = "network.pods_cidr must be an IPv4 CIDR block of /21 or larger; GKE reserves a /24 per node by default."
   }
 }
@@ -43,7 +43,7 @@ variable "services_cidr" {
   description = "Secondary range for GKE Services (VPC-native services_secondary_range_name)."
 
   validation {
-    condition     = can(cidrnetmask(var.services_cidr)) && tonumber(split("/", var.services_cidr)[1]) <= 27
+    condition     = can(cidrnetmask(var.services_cidr)) && try(tonumber(split("/", var.services_cidr)[1]) <= 27, false)
     error_message = "network.services_cidr must be an IPv4 CIDR block of /27 or larger."
   }
 }
