@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint lock clean-venv
+.PHONY: venv demo test test-fast lint lock clean-venv cluster-tools
 
 venv: $(STAMP)
 
@@ -26,6 +26,11 @@ test: venv
 # Everything that needs no Ray cluster (tests not marked slow): the inner loop, under a minute.
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# kube-apiserver, etcd and the KubeRay operator from pinned Go modules, for the
+# control-plane tests (reused when built; needs Go and the Go module proxy).
+cluster-tools:
+	bash tools/cluster/build.sh
 
 lint: venv
 	$(BIN)/ruff check .
