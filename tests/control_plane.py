@@ -257,6 +257,8 @@ class ControlPlane:
         if key not in self._resources:
             base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
             listing = self.session.get(f"{self.url}{base}", timeout=10)
+            if listing.status_code == 404:
+                raise KeyError(f"the API server serves no {api_version}")
             listing.raise_for_status()
             for res in listing.json()["resources"]:
                 if "/" not in res["name"]:
@@ -332,7 +334,9 @@ def dropped_fields(sent: Any, stored: Any, path: str = "") -> list[str]:
     if isinstance(sent, list):
         if not isinstance(stored, list) or len(stored) != len(sent):
             return [path]
-        return [p for i, (a, b) in enumerate(zip(sent, stored)) for p in dropped_fields(a, b, f"{path}[{i}]")]
+        return [
+            p for i, (a, b) in enumerate(zip(sent, stored, strict=True)) for p in dropped_fields(a, b, f"{path}[{i}]")
+        ]
     if isinstance(sent, bool) or isinstance(stored, bool):
         return [] if sent == stored else [path]
     if isinstance(sent, (int, float)) and isinstance(stored, (int, float)):

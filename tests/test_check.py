@@ -138,7 +138,8 @@ ADMISSION_RULES = {
     "rayservice-spec",
 }
 EXPECTED_ADMISSION_FINDINGS = {
-    "kubernetes-engine-samples/tpu/dws/rayjob-tpu-v6e-dws.yaml": {"kuberay-object-name"},
+    "kubernetes-engine-samples/tpu/dws/rayjob-tpu-v6e-dws.yaml": {"kuberay-object-name", "crd-schema"},
+    "kuberay-historical/ray-cluster-tpu.yaml": {"crd-schema"},
 }
 
 

@@ -81,7 +81,9 @@ def test_a_misspelled_field_is_refused_by_the_api_server_not_silently_pruned(con
     obj["metadata"]["name"] = "misspelled"
     obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHost"] = 4
     control_plane.ensure_namespace(obj["metadata"]["namespace"])
-    with pytest.raises(ApplyRejected, match=r"\.spec\.rayClusterSpec\.workerGroupSpecs\[0\]\.numOfHost: field not declared in schema"):
+    with pytest.raises(
+        ApplyRejected, match=r"\.spec\.rayClusterSpec\.workerGroupSpecs\[0\]\.numOfHost: field not declared in schema"
+    ):
         control_plane.apply(obj, dry_run=True)
 
 
@@ -145,13 +147,27 @@ def _warning_events(plane: ControlPlane, namespace: str, name: str) -> list[str]
     ]
 
 
+# The TPU worker pods each stack's capacity-tier groups start with (replicas x numOfHosts),
+# from the stack files: dev 1 spot v6e 4x4 slice (4 hosts) for training and one 1-host
+# serve replica; prod 2 reserved v6e 4x4 slices and 2 v5e 2x4 (1-host) serve replicas.
+WORKER_PODS = {
+    "dev": {"tpuray-dev-train/train-spot": 4, "tpuray-dev-serve/serve-spot": 1},
+    "staging": {
+        "tpuray-staging-interactive/interactive-spot": 1,
+        "tpuray-staging-train/train-spot": 4,
+        "tpuray-staging-serve/serve-on-demand": 1,
+    },
+    "prod": {"tpuray-prod-train/train-reservation": 8, "tpuray-prod-serve/serve-on-demand": 2},
+}
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_operator_creates_every_worker_group_pod_with_the_stack_labels_and_selectors(
     control_plane: ControlPlane, stack: str
 ) -> None:
     applied = _apply_stack(control_plane, stack)
     ray_objects = [sent for sent, _ in applied if sent["apiVersion"] == "ray.io/v1"]
-    assert ray_objects
+    started: dict[str, int] = {}
     for obj in ray_objects:
         namespace = obj["metadata"]["namespace"]
         cluster = _owned_cluster_name(control_plane, obj)
@@ -162,9 +178,12 @@ def test_the_operator_creates_every_worker_group_pod_with_the_stack_labels_and_s
             expected = group.get("replicas", 0) * group.get("numOfHosts", 1)
             selector = f"ray.io/cluster={cluster},ray.io/group={group['groupName']}"
             pods = _wait_for(
-                lambda s=selector: control_plane.list("v1", "Pod", namespace, s), lambda p, n=expected: len(p) >= n
+                lambda s=selector, ns=namespace: control_plane.list("v1", "Pod", ns, s),
+                lambda p, n=expected: len(p) >= n,
             )
             assert len(pods) == expected, f"{obj['kind']} {cluster} group {group['groupName']}"
+            if pods:
+                started[f"{obj['metadata']['name']}/{group['groupName']}"] = len(pods)
             template = group["template"]["spec"]
             for pod in pods:
                 assert pod["spec"].get("nodeSelector") == template.get("nodeSelector")
@@ -174,7 +193,70 @@ def test_the_operator_creates_every_worker_group_pod_with_the_stack_labels_and_s
                 assert container["image"] == sent["image"]
             if expected:
                 worker_ids = sorted(
-                    e["value"] for p in pods for e in p["spec"]["containers"][0].get("env", []) if e["name"] == "TPU_WORKER_ID"
+                    e["value"]
+                    for p in pods
+                    for e in p["spec"]["containers"][0].get("env", [])
+                    if e["name"] == "TPU_WORKER_ID"
                 )
                 assert worker_ids in ([], sorted(str(i) for i in range(group.get("numOfHosts", 1))) * group["replicas"])
         assert _warning_events(control_plane, namespace, cluster) == []
+    assert started == WORKER_PODS[stack]
+
+
+# --- tpuray check's offline verdicts against the real API server and operator ------------
+# Which of our rules stand for which real component's admission decision.
+API_SERVER_RULES = {"crd-schema", "crd-validation-rules"}
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _corpus() -> list[tuple[str, dict[str, Any]]]:
+    """(label, object) for every conformance sample, policy fixture and stack object."""
+    files = sorted(shared_path("conformance").rglob("*.yaml"))
+    files += sorted((REPO / "tests" / "fixtures" / "policies" / "good").glob("*.yaml"))
+    files += sorted((REPO / "tests" / "fixtures" / "policies" / "bad").glob("*.yaml"))
+    out: list[tuple[str, dict[str, Any]]] = []
+    for path in files:
+        for i, doc in enumerate(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)):
+            out.append((f"{path.relative_to(path.parents[1])}#{i}", doc))
+    for stack in STACKS:
+        out += [(f"stack {stack} {o['kind']}/{o['metadata']['name']}", o) for o in manifests(mocked(stack))]
+    return out
+
+
+def _offline_rules(obj: dict[str, Any], tmp: Path) -> set[str]:
+    from tpuray.commands.check import check
+    from tpuray.config import RayConfig
+
+    path = tmp / "object.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    return {v.policy for v in check([str(path)], "prod", RayConfig().version, [])}
+
+
+def test_tpuray_check_and_the_api_server_agree_on_every_object_of_the_corpus(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Server rejects <=> tpuray check reports crd-schema or crd-validation-rules.
+
+    Every object goes in with a server-side dry run, so nothing is stored.
+    """
+    disagreements, compared = [], 0
+    for label, obj in _corpus():
+        try:
+            control_plane.path(obj.get("apiVersion", ""), obj.get("kind", ""))
+        except KeyError:
+            continue  # a kind this control plane does not serve (no CRD installed for it)
+        if "namespace" in obj.get("metadata", {}):
+            control_plane.ensure_namespace(obj["metadata"]["namespace"])
+        try:
+            control_plane.apply(obj, dry_run=True)
+            server = ""
+        except ApplyRejected as err:
+            server = str(err.status.get("message"))
+        offline = _offline_rules(obj, tmp_path) & API_SERVER_RULES
+        compared += 1
+        if bool(server) != bool(offline):
+            disagreements.append(
+                f"{label}: server {'rejects: ' + server if server else 'accepts'}; offline {sorted(offline)}"
+            )
+    assert disagreements == [], "\n".join(disagreements)
+    assert compared >= 60

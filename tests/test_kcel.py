@@ -150,10 +150,14 @@ def test_a_required_field_with_a_default_is_defaulted_before_validation() -> Non
     assert schema_errors(cc) == []
 
 
-def test_a_null_field_is_pruned_before_validation_as_the_api_server_does() -> None:
+def test_a_null_field_with_no_default_fails_its_type_as_the_api_server_does() -> None:
+    # kube-apiserver v1.34 refused `ports:` (null) with "must be of type array"
+    # (tests/test_control_plane.py, on kuberay-historical/ray-cluster-tpu.yaml).
     cluster = yaml.safe_load((FIXTURES / "good" / "raycluster.yaml").read_text())
     cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["ports"] = None
-    assert schema_errors(cluster) == []
+    assert schema_errors(cluster) == [
+        "RayCluster/train: spec.workerGroupSpecs.0.template.spec.containers.0.ports: None is not of type 'array'"
+    ]
 
 
 def test_a_value_unknown_during_preview_is_not_judged() -> None:

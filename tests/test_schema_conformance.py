@@ -48,3 +48,12 @@ def test_missing_shared_folder_says_where_to_get_the_crds(monkeypatch, tmp_path)
     monkeypatch.setenv("TPURAY_SHARED", str(tmp_path / "nowhere"))
     with pytest.raises(SharedDataMissing, match="ray-project/kuberay ray-operator/config/crd/bases"):
         shared_dir()
+
+
+def test_a_name_that_is_not_a_dns_subdomain_is_refused_as_on_the_api_server():
+    job = copy.deepcopy(next(m for m in manifests(mocked("dev")) if m["kind"] == "RayJob"))
+    job["metadata"]["name"] = "train-${JOB_ID}"
+    assert schema_errors(job) == [
+        "RayJob/train-${JOB_ID}: metadata.name: 'train-${JOB_ID}' is not a lowercase RFC 1123 subdomain (at most "
+        "253 characters of lower case alphanumerics, '-' or '.', starting and ending with an alphanumeric)"
+    ]

@@ -20,6 +20,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -132,18 +133,25 @@ def validator(api_version: str, kind: str) -> Draft202012Validator:
     return Draft202012Validator(_strict(openapi_schema(api_version, kind)))
 
 
-def with_defaults(value: Any, schema: dict[str, Any]) -> Any:
-    """The value as the API server validates it: nulls pruned, then schema defaults applied.
+def _defaulted_null(value: Any, schema: dict[str, Any] | None) -> bool:
+    """A null the API server replaces with the field's default."""
+    return value is None and isinstance(schema, dict) and "default" in schema and not schema.get("nullable")
 
-    A null for a field that is not `nullable: true` is pruned before defaulting, and a
-    default fills an absent field of a present object (Kubernetes CRD docs, "Defaulting
-    and Nullable": https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#defaulting-and-nullable).
+
+def with_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """The value as the API server validates it: schema defaults applied.
+
+    A default fills an absent field of a present object, and replaces a null for a field
+    that is not `nullable: true` (Kubernetes CRD docs, "Defaulting and Nullable":
+    https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#defaulting-and-nullable).
+    A null with no default stays and fails its type: the real API server rejected
+    `ports: null` in a container with "must be of type array" (tests/test_control_plane.py).
     """
     if isinstance(value, dict):
         props = schema.get("properties")
         extra = schema.get("additionalProperties")
         if isinstance(props, dict):
-            out = {k: v for k, v in value.items() if v is not None or props.get(k, {}).get("nullable")}
+            out = {k: v for k, v in value.items() if not _defaulted_null(v, props.get(k))}
             for key, sub in props.items():
                 if key not in out and "default" in sub:
                     out[key] = copy.deepcopy(sub["default"])
@@ -151,7 +159,10 @@ def with_defaults(value: Any, schema: dict[str, Any]) -> Any:
                     out[key] = with_defaults(out[key], sub)
             return out
         if isinstance(extra, dict):
-            return {k: with_defaults(v, extra) for k, v in value.items() if v is not None or extra.get("nullable")}
+            return {
+                k: with_defaults(copy.deepcopy(extra["default"]) if _defaulted_null(v, extra) else v, extra)
+                for k, v in value.items()
+            }
         return dict(value)
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [with_defaults(v, schema["items"]) for v in value]
@@ -161,6 +172,23 @@ def with_defaults(value: Any, schema: dict[str, Any]) -> Any:
 def name_of(manifest: dict[str, Any]) -> str:
     meta = manifest.get("metadata")
     return f"{manifest.get('kind')}/{meta.get('name') if isinstance(meta, dict) else None}"
+
+
+# The API server's check of a custom resource's metadata.name: a DNS-1123 subdomain
+# (k8s.io/apimachinery validation.IsDNS1123Subdomain; its message, as kube-apiserver
+# v1.34 returned it in tests/test_control_plane.py, is quoted below).
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _name_errors(manifest: dict[str, Any]) -> list[str]:
+    meta = manifest.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or (len(name) <= 253 and _DNS1123_SUBDOMAIN.match(name)):
+        return []
+    return [
+        f"{name_of(manifest)}: metadata.name: {name!r} is not a lowercase RFC 1123 subdomain (at most 253 "
+        "characters of lower case alphanumerics, '-' or '.', starting and ending with an alphanumeric)"
+    ]
 
 
 def schema_errors(manifest: dict[str, Any]) -> list[str]:
@@ -174,7 +202,7 @@ def schema_errors(manifest: dict[str, Any]) -> list[str]:
 
     check = validator(manifest["apiVersion"], manifest["kind"])
     obj = with_defaults(manifest, openapi_schema(manifest["apiVersion"], manifest["kind"]))
-    lines = []
+    lines = _name_errors(manifest)
     for error in sorted(check.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
         if error.instance is UNKNOWN:
             continue
