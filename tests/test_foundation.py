@@ -36,6 +36,7 @@ WORKFLOWS = REPO / ".github" / "workflows"
 CI_OUTPUT = "github_variables"  # not a stack value: what `gh variable set` takes
 CHECKOV = Path(sys.executable).parent / "checkov"
 CLUSTER = "gcp:container/cluster:Cluster"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
 
 
 def _blocks(folder: Path, kind: str) -> dict[str, dict[str, Any]]:
@@ -239,6 +240,7 @@ def test_the_block_in_the_docs_maps_every_field_to_its_foundation_output() -> No
 def prod_on_foundation(tmp_path_factory: pytest.TempPathFactory):
     doc = yaml.safe_load((REPO / "stacks" / "Pulumi.prod.yaml").read_text())
     doc["config"]["tpuray:terraform"] = FOUNDATION_TERRAFORM_BLOCK
+    doc["config"]["tpuray:cluster"]["egress"] = "provided"  # the foundation declares Cloud NAT
     path = tmp_path_factory.mktemp("stacks") / "Pulumi.prod.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return run_stack(str(path))
@@ -258,3 +260,7 @@ def test_prod_on_the_foundation_state_uses_its_network_ranges_and_key(prod_on_fo
     assert cluster["databaseEncryption"]["keyName"] == (
         "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/gke-secrets"
     )
+
+
+def test_prod_on_the_foundation_declares_no_second_nat(prod_on_foundation) -> None:
+    assert prod_on_foundation.of_type(ROUTER_NAT) == []
