@@ -63,3 +63,20 @@ def test_private_nodes_get_cloud_nat_in_the_cluster_region_and_network():
 def test_egress_provided_by_the_network_declares_no_router_or_nat(tmp_path):
     run = stack_with(tmp_path, "dev", lambda c: c["tpuray:cluster"].update(egress="provided"))
     assert run.of_type(ROUTER) == [] and run.of_type(NAT) == []
+
+
+def test_ci_reaches_the_control_plane_through_the_dns_endpoint_and_the_ip_endpoint_stays_private():
+    for stack in ("dev", "staging", "prod"):
+        run = mocked(stack)
+        cluster = one(run, CLUSTER, "gke").inputs
+        assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+        assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is True
+
+
+def test_kubernetes_provider_kubeconfig_points_at_the_dns_endpoint_with_the_gcloud_auth_plugin():
+    (provider,) = mocked("prod").of_type("pulumi:providers:kubernetes")
+    kubeconfig = yaml.safe_load(provider.inputs["kubeconfig"])
+    (entry,) = kubeconfig["clusters"]
+    assert entry["cluster"] == {"server": "https://gke-tpuray-prod-mock.us-east5.gke.goog"}
+    (user,) = kubeconfig["users"]
+    assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"

@@ -73,7 +73,8 @@ class ClusterConfig(_Model):
     network: str = "default"
     subnetwork: str = "default"
     master_cidr: str = Field("172.16.0.0/28", alias="masterIpv4CidrBlock")
-    private_endpoint: bool = Field(False, alias="privateEndpoint")
+    # The IP endpoint is private unless a stack opts out; CI uses the DNS-based endpoint.
+    private_endpoint: bool = Field(True, alias="privateEndpoint")
     master_authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list, alias="masterAuthorizedNetworks")
     cpu_pool: CpuPoolConfig = Field(default_factory=CpuPoolConfig, alias="cpuPool")
     deletion_protection: bool = Field(True, alias="deletionProtection")

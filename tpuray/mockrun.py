@@ -107,6 +107,12 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         elif args.typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "172.16.0.2"
             outputs["masterAuth"] = {"clusterCaCertificate": "bW9jay1jYQ=="}
+            # GKE fills in the DNS-based endpoint's name (gke-<id>.<region>.gke.goog).
+            endpoints = dict(args.inputs.get("controlPlaneEndpointsConfig") or {})
+            if "dnsEndpointConfig" in endpoints:
+                dns = dict(endpoints["dnsEndpointConfig"])
+                dns["endpoint"] = f"gke-{args.inputs.get('name')}-mock.{args.inputs.get('location')}.gke.goog"
+                outputs["controlPlaneEndpointsConfig"] = {**endpoints, "dnsEndpointConfig": dns}
         elif args.typ == "gcp:compute/resourcePolicy:ResourcePolicy":
             outputs.setdefault("name", args.name)
         outputs.setdefault("name", args.inputs.get("name", args.name))

@@ -8,6 +8,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from infra.components.access import control_plane_endpoints
+from infra.components.access import kubeconfig as dns_kubeconfig
 from infra.components.egress import cluster_egress
 from infra.components.observability import cluster_settings, cost_labels
 from tpuray.config import ClusterConfig, GcpConfig
@@ -104,6 +106,8 @@ class GkeCluster(pulumi.ComponentResource):
                 "enable_private_endpoint": cfg.private_endpoint,
                 "master_ipv4_cidr_block": cfg.master_cidr,
             },
+            # CI and people reach the control plane through the IAM-authorised DNS endpoint.
+            control_plane_endpoints_config=control_plane_endpoints(),
             master_authorized_networks_config={"cidr_blocks": authorized} if authorized else None,
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
@@ -140,9 +144,8 @@ class GkeCluster(pulumi.ComponentResource):
         # Private nodes reach image registries and PyPI through Cloud NAT (tpuray:cluster.egress).
         cluster_egress(name, cfg, project, args.gcp.region, child)
 
-        kubeconfig = pulumi.Output.all(
-            cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate
-        ).apply(lambda a: _kubeconfig(*a))
+        dns_endpoint = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint
+        kubeconfig = pulumi.Output.all(cluster.name, dns_endpoint).apply(lambda a: dns_kubeconfig(*a))
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=child)
         self.name = cluster.name
         # Exists once the cluster does: IAM refuses a binding to PROJECT.svc.id.goog before that.
@@ -159,27 +162,3 @@ def _ip_allocation_policy(cfg: ClusterConfig) -> dict:
             "services_secondary_range_name": cfg.services_range_name,
         }
     return {}
-
-
-def _kubeconfig(name: str, endpoint: str, ca_cert: str) -> str:
-    # gke-gcloud-auth-plugin fetches short-lived tokens: no static credentials in state.
-    return f"""apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    certificate-authority-data: {ca_cert}
-    server: https://{endpoint}
-contexts:
-- name: {name}
-  context: {{cluster: {name}, user: {name}}}
-current-context: {name}
-users:
-- name: {name}
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1beta1
-      command: gke-gcloud-auth-plugin
-      provideClusterInfo: true
-      installHint: Install gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin)
-"""
