@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 
 from infra.components.capacity_chain import CapacityChain, CapacityChainArgs
 from infra.components.cluster import GkeCluster, GkeClusterArgs
+from infra.components.hardening import binary_authorization_policy
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
@@ -37,6 +38,7 @@ def build(cfg: StackConfig) -> None:
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider})
 
     cluster = GkeCluster("gke", GkeClusterArgs(gcp=cfg.gcp, cluster=cfg.cluster, stack=cfg.stack), opts)
+    binary_authorization_policy(cfg, opts)
     for pool in cfg.slice_pools:
         SlicePool(
             pool.name,

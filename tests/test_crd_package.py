@@ -42,6 +42,8 @@ def test_every_packaged_schema_file_has_provenance_with_its_sha256() -> None:
 def test_the_loader_finds_every_kind_the_project_renders_with_its_served_versions() -> None:
     assert {k: c.versions for k, c in crds().items()} == {
         ("cloud.google.com", "ComputeClass"): ("v1",),
+        ("gateway.networking.k8s.io", "Gateway"): ("v1", "v1beta1"),
+        ("gateway.networking.k8s.io", "HTTPRoute"): ("v1", "v1beta1"),
         ("ray.io", "RayCluster"): ("v1", "v1alpha1"),
         ("ray.io", "RayJob"): ("v1", "v1alpha1"),
         ("ray.io", "RayService"): ("v1", "v1alpha1"),
@@ -67,7 +69,7 @@ def test_a_built_package_carries_every_crd_schema(tmp_path: Path) -> None:
     )
     module, kinds = json.loads(out.stdout)
     assert module.startswith(str(build))
-    assert kinds == ["ComputeClass", "RayCluster", "RayJob", "RayService"]
+    assert kinds == ["ComputeClass", "Gateway", "HTTPRoute", "RayCluster", "RayJob", "RayService"]
 
 
 def _check_without_shared(tmp_path: Path, fixture: Path) -> tuple[int, list[dict[str, str]]]:

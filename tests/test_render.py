@@ -14,7 +14,13 @@ def test_render_writes_one_file_per_kubernetes_object_of_the_stack(tmp_path, cap
     assert len(files) == len(mocked("prod").kubernetes_objects())
     assert sorted(capsys.readouterr().out.split()) == [str(p) for p in files]
     kinds = sorted(yaml.safe_load(p.read_text())["kind"] for p in files)
-    assert kinds == ["ComputeClass", "ComputeClass", "Namespace", "RayJob", "RayService", "ServiceAccount"]
+    # 12 NetworkPolicies: default-deny, then cluster, cluster-head, admin-head, metrics, metrics-head per
+    # Ray object, and ingress for the RayService behind the Gateway.
+    assert kinds == (
+        ["ComputeClass", "ComputeClass", "Gateway", "HTTPRoute", "HealthCheckPolicy", "Namespace"]
+        + ["NetworkPolicy"] * 12
+        + ["RayJob", "RayService", "ServiceAccount"]
+    )
 
 
 def test_rendered_objects_equal_the_inputs_the_mocked_program_declared(tmp_path):

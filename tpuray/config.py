@@ -18,6 +18,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tpuray import catalog, gcp_rules
+from tpuray.security_config import (
+    BinaryAuthorizationConfig,
+    MaintenanceConfig,
+    ServeGateway,
+    hardening_lines,
+    network_lines,
+)
 
 NAMESPACE = "tpuray"
 CONFIG_KEYS = (
@@ -90,6 +97,9 @@ class ClusterConfig(_Model):
     egress: Literal["cloudNat", "provided"] = "cloudNat"
     # Optional floor on the control plane's GKE version (e.g. 1.34.0-gke.2201000).
     min_master_version: str | None = Field(None, alias="minMasterVersion")
+    # Hardening (tpuray/security_config.py, docs/security.md).
+    binary_authorization: BinaryAuthorizationConfig | None = Field(None, alias="binaryAuthorization")
+    maintenance: MaintenanceConfig | None = None
 
 
 class ReservationRef(_Model):
@@ -203,6 +213,7 @@ class ServeWorkload(_Model):
     replicas: int = Field(1, ge=1)
     service_unhealthy_seconds: int = Field(900, alias="serviceUnhealthySecondThreshold", ge=60)
     deployment_unhealthy_seconds: int = Field(600, alias="deploymentUnhealthySecondThreshold", ge=60)
+    gateway: ServeGateway | None = None  # the GKE Gateway in front of Serve (docs/security.md)
 
 
 class InteractiveCluster(_Model):
@@ -216,6 +227,8 @@ class WorkloadsConfig(_Model):
     train: TrainWorkload | None = None
     serve: ServeWorkload | None = None
     interactive: InteractiveCluster | None = None
+    # Who may reach the Ray dashboard / Jobs API / client port besides the namespace itself.
+    admin_cidrs: list[str] = Field(default_factory=list, alias="adminCidrs")
 
 
 class ImagesConfig(_Model):
@@ -462,6 +475,9 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += _terraform_lines(cfg)
     lines += _foundation_lines(cfg)
     lines += gcp_rules.stack_lines(cfg)
+    lines += hardening_lines(f"{NAMESPACE}:cluster", cfg.cluster, cfg.ray.tpu_image)
+    gateway = cfg.workloads.serve.gateway if cfg.workloads.serve else None
+    lines += network_lines(f"{NAMESPACE}:workloads", cfg.workloads.admin_cidrs, gateway, f"{NAMESPACE}:workloads.serve")
     return lines
 
 

@@ -30,3 +30,8 @@ def ray_cluster_spec(manifest: dict) -> dict:
 COST_STACK = "tpuray-stack"
 COST_POOL = "tpuray-pool"
 COST_TIER = "tpuray-tier"  # spot | reservation | on-demand | flex-start | system
+
+# Pod template labels tpuray sets on every Ray pod: what NetworkPolicies select on. KubeRay's
+# own ray.io/cluster value is generated for RayJob and RayService clusters, so it cannot be named.
+RAY_OBJECT = "tpuray.dev/ray-object"  # the RayJob / RayService / RayCluster the pod belongs to
+RAY_NODE = "tpuray.dev/ray-node"  # head | worker

@@ -10,7 +10,15 @@ import yaml
 from tpuray.mockrun import StackRun
 
 # kubectl apply -f DIR goes in file-name order: namespaces and accounts before what uses them.
-KIND_ORDER = {"Namespace": 0, "ServiceAccount": 1, "ComputeClass": 2, "RayCluster": 3, "RayJob": 3, "RayService": 3}
+KIND_ORDER = {
+    "Namespace": 0,
+    "ServiceAccount": 1,
+    "ComputeClass": 2,
+    "NetworkPolicy": 2,  # before the Ray pods exist, so none runs unprotected
+    "RayCluster": 3,
+    "RayJob": 3,
+    "RayService": 3,
+}
 
 
 def manifests(run: StackRun) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from infra.components.access import control_plane_endpoints
 from infra.components.access import kubeconfig as dns_kubeconfig
 from infra.components.egress import cluster_egress
+from infra.components.hardening import hardening_settings
 from infra.components.observability import cluster_settings, cost_labels
 from tpuray.config import ClusterConfig, GcpConfig
 from tpuray.gcp_rules import service_account_id
@@ -117,6 +118,8 @@ class GkeCluster(pulumi.ComponentResource):
             if cfg.secrets_kms_key
             else None,
             **cluster_settings(args.stack),
+            # Dataplane V2, KMS secrets, Binary Authorization, maintenance, Gateway API (hardening.py).
+            **hardening_settings(cfg),
             opts=child,
         )
 

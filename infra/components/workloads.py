@@ -17,12 +17,14 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.components import network, pod_security
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
 from tpuray import catalog, labels
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig, StackConfig, TierKind
 from tpuray.gcp_rules import service_account_id
+from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
 from tpuray.shared import REPO_ROOT
 
 KSA_NAME = "ray-workload"
@@ -104,8 +106,7 @@ def tpu_worker_group(
                 },
                 "env": [{"name": "JAX_PLATFORMS", "value": "tpu,cpu"}],
                 # MXLA (multi-slice DCN) traffic stays on the pod network.
-                "ports": [{"containerPort": 8081, "name": "mxla"}],
-                "securityContext": {"allowPrivilegeEscalation": False},
+                "ports": [{"containerPort": MEGASCALE_PORT, "name": "mxla"}],
             }
         ],
     }
@@ -178,7 +179,6 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
                             {"containerPort": 10001, "name": "client"},
                             {"containerPort": 8000, "name": "serve"},
                         ],
-                        "securityContext": {"allowPrivilegeEscalation": False},
                     }
                 ],
             }
@@ -186,18 +186,32 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
     }
 
 
-def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str) -> dict[str, Any]:
+def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, object_name: str) -> dict[str, Any]:
     groups = tpu_worker_groups(pool, slices, ray, role)
+    head = head_group(ray)
+    # Pod Security `restricted` and the labels NetworkPolicies select on (pod_security.py, network.py);
+    # Ray's otherwise random ports are pinned so that a NetworkPolicy can name them (tpuray/ray_ports.py).
+    pod_security.harden_template(head["template"], object_name, "head")
+    head["rayStartParams"].update(PINNED_START_PARAMS)
+    for group in groups:
+        pod_security.harden_template(group["template"], object_name, "worker")
+        group["rayStartParams"].update(PINNED_START_PARAMS)
     spec: dict[str, Any] = {
         "rayVersion": ray.version,
         "authOptions": {"mode": "token"},
         "enableInTreeAutoscaling": len(groups) > 1,
-        "headGroupSpec": head_group(ray),
+        "headGroupSpec": head,
         "workerGroupSpecs": groups,
     }
     if len(groups) > 1:
-        # Autoscaler v2 scales worker groups by the label selectors of pending demand.
-        spec["autoscalerOptions"] = {"version": "v2", "idleTimeoutSeconds": 600, "upscalingMode": "Default"}
+        # Autoscaler v2 scales worker groups by the label selectors of pending demand. KubeRay
+        # injects its sidecar into the head pod with this securityContext.
+        spec["autoscalerOptions"] = {
+            "version": "v2",
+            "idleTimeoutSeconds": 600,
+            "upscalingMode": "Default",
+            "securityContext": pod_security.container_security_context(),
+        }
     return spec
 
 
@@ -239,7 +253,9 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
         # A job that cannot get its slices, or hangs on a broken collective, is stopped.
         "activeDeadlineSeconds": train.active_deadline_seconds,
         "backoffLimit": train.backoff_limit,
-        "rayClusterSpec": ray_cluster_spec(cfg.pool(train.pool), train.slices, cfg.ray, "train"),
+        "rayClusterSpec": ray_cluster_spec(cfg.pool(train.pool), train.slices, cfg.ray, "train", train_name(cfg)),
+        # KubeRay's default submitter pod would not pass Pod Security `restricted`.
+        "submitterPodTemplate": pod_security.submitter_template(cfg.ray.tpu_image, KSA_NAME),
     }
 
 
@@ -286,14 +302,36 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         # Give up (and recreate the cluster) instead of sitting in DEPLOYING forever.
         "serviceUnhealthySecondThreshold": serve.service_unhealthy_seconds,
         "deploymentUnhealthySecondThreshold": serve.deployment_unhealthy_seconds,
-        "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve"),
+        "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve", serve_name(cfg)),
     }
 
 
 def interactive_cluster(cfg: StackConfig) -> dict[str, Any]:
     interactive = cfg.workloads.interactive
     assert interactive is not None
-    return ray_cluster_spec(cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive")
+    return ray_cluster_spec(
+        cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive", interactive_name(cfg)
+    )
+
+
+def train_name(cfg: StackConfig) -> str:
+    return f"{cfg.cluster.name}-train"
+
+
+def serve_name(cfg: StackConfig) -> str:
+    return f"{cfg.cluster.name}-serve"
+
+
+def interactive_name(cfg: StackConfig) -> str:
+    return f"{cfg.cluster.name}-interactive"
+
+
+def ray_objects(cfg: StackConfig) -> list[tuple[str, str]]:
+    """(kind, name) of each KubeRay object the stack declares."""
+    wl = cfg.workloads
+    found = [("RayJob", train_name(cfg))] if wl.train else []
+    found += [("RayService", serve_name(cfg))] if wl.serve else []
+    return found + ([("RayCluster", interactive_name(cfg))] if wl.interactive else [])
 
 
 def _buckets(*uris: str | None) -> list[str]:
@@ -356,7 +394,11 @@ class RayWorkloads(pulumi.ComponentResource):
                 opts=gcp_opts,
             )
 
-        namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": ns, "labels": object_labels}, opts=k8s_opts)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata={"name": ns, "labels": {**object_labels, **pod_security.namespace_labels()}},
+            opts=k8s_opts,
+        )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         k8s.core.v1.ServiceAccount(
             f"{name}-ksa",
@@ -369,6 +411,22 @@ class RayWorkloads(pulumi.ComponentResource):
             opts=in_ns,
         )
 
+        def declare(manifest: dict[str, Any]) -> None:
+            """A namespaced object of another API group (NetworkPolicy, Gateway API, GKE policies)."""
+            meta = {**manifest["metadata"], "namespace": ns, "labels": object_labels}
+            body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata")}
+            if manifest["kind"] == "NetworkPolicy":
+                k8s.networking.v1.NetworkPolicy(f"{name}-netpol-{meta['name']}", metadata=meta, opts=in_ns, **body)
+                return
+            k8s.apiextensions.CustomResource(
+                f"{name}-{manifest['kind'].lower()}-{meta['name']}",
+                api_version=manifest["apiVersion"],
+                kind=manifest["kind"],
+                metadata=meta,
+                opts=in_ns,
+                **body,
+            )
+
         def custom(kind: str, object_name: str, spec: dict[str, Any]) -> None:
             k8s.apiextensions.CustomResource(
                 f"{name}-{object_name}",
@@ -380,9 +438,15 @@ class RayWorkloads(pulumi.ComponentResource):
             )
 
         if wl.train:
-            custom("RayJob", f"{cfg.cluster.name}-train", train_job(cfg))
+            custom("RayJob", train_name(cfg), train_job(cfg))
         if wl.serve:
-            custom("RayService", f"{cfg.cluster.name}-serve", serve_service(cfg))
+            custom("RayService", serve_name(cfg), serve_service(cfg))
         if wl.interactive:
-            custom("RayCluster", f"{cfg.cluster.name}-interactive", interactive_cluster(cfg))
+            custom("RayCluster", interactive_name(cfg), interactive_cluster(cfg))
+        # Default-deny ingress, per-object Ray policies and the Serve Gateway (network.py).
+        for kind, object_name in ray_objects(cfg):
+            for manifest in network.object_policies(cfg, kind, object_name):
+                declare(manifest)
+        for manifest in [network.default_deny(ns), *network.gateway_objects(cfg, serve_name(cfg))]:
+            declare(manifest)
         self.register_outputs({"namespace": ns, "serviceAccount": gsa.email})

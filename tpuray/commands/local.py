@@ -49,6 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--rows", type=int, default=4096, help="data: rows to generate when the data location is empty")
     run.add_argument("--request", default=None, help="serve: JSON body for POST /predict (default: a sample)")
     run.add_argument("--timeout", type=float, default=900, help="seconds before the run is stopped (default 900)")
+    run.add_argument(
+        "--explain",
+        action="store_true",
+        help="list what the emulator ignores of the rendered stack (security, network, GKE settings), run nothing",
+    )
     run.set_defaults(handler=run_workload)
 
     for name, handler, text in (
@@ -67,6 +72,13 @@ def run_workload(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False)
     stack = run_stack(args.stack)
+    if args.explain:
+        from tpuray.explain import ignored
+
+        console.print(f"[bold]tpuray local run {args.workload} {stack.stack}: what the emulator ignores[/]")
+        for line in ignored(stack):
+            console.print(f"  - {line}", markup=False, highlight=False)
+        return 0
     sdir = emulator.state_dir_for(stack.stack)
     if not (sdir / emulator.STATE_FILE).exists():
         raise UserError(

@@ -92,7 +92,7 @@ def key_inputs(r: MockedResource) -> str:
         return (
             f"{i.get('location')} channel={_get(i, 'releaseChannel', 'channel')} "
             f"rayOperator={ray.get('enabled', False)} privateNodes={_get(i, 'privateClusterConfig', 'enablePrivateNodes')} "
-            f"workloadIdentity={bool(i.get('workloadIdentityConfig'))}"
+            f"workloadIdentity={bool(i.get('workloadIdentityConfig'))} {cluster_security_summary(i)}"
         )
     if r.type == "gcp:container/nodePool:NodePool":
         nc = i.get("nodeConfig", {})
@@ -133,6 +133,9 @@ def key_inputs(r: MockedResource) -> str:
             for g in cluster.get("workerGroupSpecs", [])
         ]
         return f"ns={_get(i, 'metadata', 'namespace')} " + "; ".join(groups)
+    if r.type == "kubernetes:core/v1:Namespace":
+        pss = _get(i, "metadata", "labels", "pod-security.kubernetes.io/enforce")
+        return f"{_get(i, 'metadata', 'name')} podSecurity={pss or 'none'}"
     if r.type.startswith("kubernetes:"):
         return f"{_get(i, 'metadata', 'namespace') or ''}/{_get(i, 'metadata', 'name')}".lstrip("/")
     if r.type == "gcp:serviceaccount/account:Account":
@@ -155,6 +158,24 @@ def key_inputs(r: MockedResource) -> str:
     if r.type == "gcp:projects/iAMMember:IAMMember":
         return str(i.get("role"))
     return ""
+
+
+def cluster_security_summary(i: dict[str, Any]) -> str:
+    """Dataplane V2, secrets encryption, Binary Authorization and maintenance of a Cluster's inputs."""
+    dataplane = "V2" if i.get("datapathProvider") == "ADVANCED_DATAPATH" else "legacy"
+    kms = _get(i, "databaseEncryption", "keyName") if _get(i, "databaseEncryption", "state") == "ENCRYPTED" else None
+    window = _get(i, "maintenancePolicy", "recurringWindow") or {}
+    maintenance = (
+        f"{window.get('recurrence')} {str(window.get('startTime', ''))[11:16]}-{str(window.get('endTime', ''))[11:16]}Z"
+        if window
+        else "none"
+    )
+    exclusions = len(_get(i, "maintenancePolicy", "maintenanceExclusions") or [])
+    binauthz = _get(i, "binaryAuthorization", "evaluationMode") or "off"
+    return (
+        f"dataplane={dataplane} secretsEncryption={'KMS ' + kms.split('/')[-1] if kms else 'default'} "
+        f"binaryAuthorization={binauthz} maintenance={maintenance} exclusions={exclusions}"
+    )
 
 
 def print_table(run: StackRun, console: Console) -> None:

@@ -12,6 +12,7 @@ from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValid
 from tpuray.policies import (
     rules_computeclass,
     rules_crd,
+    rules_hardening,
     rules_kuberay,
     rules_podsecurity,
     rules_security,
@@ -35,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     *rules_kuberay.RULES,
     *rules_security.RULES,
     *rules_podsecurity.RULES,
+    *rules_hardening.RULES,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 assert len(RULES_BY_NAME) == len(RULES), "rule names must be unique"

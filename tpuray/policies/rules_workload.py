@@ -24,7 +24,7 @@ from tpuray.policies.kube import (
 )
 
 # rayproject/ray:2.60.0-py312-tpu, docker.io/rayproject/ray:nightly-tpu ...
-_RAY_IMAGE = re.compile(r"^(?:docker\.io/)?rayproject/ray(?:-ml)?:(?P<tag>[^@\s]+)$")
+_RAY_IMAGE = re.compile(r"^(?:docker\.io/)?rayproject/ray(?:-ml)?:(?P<tag>[^@\s]+)(?:@sha256:[0-9a-f]{64})?$")
 _RAY_VERSION = re.compile(r"^(?P<version>\d+\.\d+\.\d+)(?:-|$)")
 
 
