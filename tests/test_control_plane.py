@@ -18,6 +18,7 @@ from conftest import STACKS, mocked
 
 from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
 from tpuray.render import manifests
+from tpuray.schemas import SCHEMA_DIR
 from tpuray.shared import shared_path
 
 # Slow too: starting the control plane takes tens of seconds, so `make test-fast` leaves it out.
@@ -26,6 +27,9 @@ pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 CRD_FILES = [
     *sorted(shared_path("schemas", "kuberay").glob("*.yaml")),
     *sorted(shared_path("schemas", "gke").glob("*.yaml")),
+    # The Serve Gateway's kinds: Gateway API (standard channel) and GKE's networking.gke.io policies.
+    *sorted((SCHEMA_DIR / "gateway-api").glob("*.yaml")),
+    *sorted((SCHEMA_DIR / "gke-gateway").glob("*.yaml")),
 ]
 
 

@@ -44,6 +44,8 @@ def test_the_loader_finds_every_kind_the_project_renders_with_its_served_version
         ("cloud.google.com", "ComputeClass"): ("v1",),
         ("gateway.networking.k8s.io", "Gateway"): ("v1", "v1beta1"),
         ("gateway.networking.k8s.io", "HTTPRoute"): ("v1", "v1beta1"),
+        ("networking.gke.io", "GCPBackendPolicy"): ("v1",),
+        ("networking.gke.io", "HealthCheckPolicy"): ("v1",),
         ("ray.io", "RayCluster"): ("v1", "v1alpha1"),
         ("ray.io", "RayJob"): ("v1", "v1alpha1"),
         ("ray.io", "RayService"): ("v1", "v1alpha1"),
@@ -69,7 +71,16 @@ def test_a_built_package_carries_every_crd_schema(tmp_path: Path) -> None:
     )
     module, kinds = json.loads(out.stdout)
     assert module.startswith(str(build))
-    assert kinds == ["ComputeClass", "Gateway", "HTTPRoute", "RayCluster", "RayJob", "RayService"]
+    assert kinds == [
+        "ComputeClass",
+        "GCPBackendPolicy",
+        "Gateway",
+        "HTTPRoute",
+        "HealthCheckPolicy",
+        "RayCluster",
+        "RayJob",
+        "RayService",
+    ]
 
 
 def _check_without_shared(tmp_path: Path, fixture: Path) -> tuple[int, list[dict[str, str]]]:

@@ -1,5 +1,6 @@
 """The Serve Gateway: rendered from stack config, validated against the Gateway API CRD schemas
-(tpuray/data/schemas/gateway-api, standard channel v1.2.1, see its PROVENANCE.md)."""
+(tpuray/data/schemas/gateway-api, standard channel v1.2.1) and GKE's policy CRDs
+(tpuray/data/schemas/gke-gateway); see each folder's PROVENANCE.md."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ def objects(stack: str, kind: str) -> list[dict[str, Any]]:
     return [m for m in manifests(mocked(stack)) if m["kind"] == kind]
 
 
-def test_prod_gateway_and_route_conform_to_the_gateway_api_crd_schemas() -> None:
-    rendered = objects("prod", "Gateway") + objects("prod", "HTTPRoute")
-    assert [m["kind"] for m in rendered] == ["Gateway", "HTTPRoute"]
+def test_prod_gateway_route_and_health_check_conform_to_their_crd_schemas() -> None:
+    rendered = objects("prod", "Gateway") + objects("prod", "HTTPRoute") + objects("prod", "HealthCheckPolicy")
+    assert [m["kind"] for m in rendered] == ["Gateway", "HTTPRoute", "HealthCheckPolicy"]
     assert [line for m in rendered for line in schema_errors(m)] == []
 
 
@@ -66,14 +67,15 @@ def test_a_wrong_tls_mode_is_a_schema_failure() -> None:
     assert "spec.listeners.0.tls.mode" in error and "'Reencrypt' is not one of" in error
 
 
-def test_schema_files_match_their_recorded_provenance() -> None:
-    folder = SCHEMA_DIR / "gateway-api"
+@pytest.mark.parametrize("folder", ["gateway-api", "gke-gateway"])
+def test_schema_files_match_their_recorded_provenance(folder: str) -> None:
+    path = SCHEMA_DIR / folder
     recorded = {}
-    for line in (folder / "PROVENANCE.md").read_text().splitlines():
+    for line in (path / "PROVENANCE.md").read_text().splitlines():
         parts = line.split()
         if len(parts) == 2 and len(parts[0]) == 64:
             recorded[parts[1]] = parts[0]
-    actual = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.yaml"))}
+    actual = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.glob("*.yaml"))}
     assert recorded == actual and len(actual) == 2
 
 
@@ -103,7 +105,7 @@ def test_an_external_gateway_renders_iap_and_admits_only_google_front_ends(tmp_p
     assert rendered[0]["spec"]["listeners"][0]["tls"]["certificateRefs"] == [
         {"kind": "Secret", "group": "", "name": "serve-tls"}
     ]
-    assert schema_errors(rendered[0]) == []
+    assert [line for m in rendered for line in schema_errors(m)] == []
     assert rendered[3]["spec"]["default"]["iap"]["oauth2ClientSecret"] == {"name": "iap-oauth"}
     serve_policy = object_policies(cfg, "RayService", "tpuray-prod-serve")[-1]
     assert serve_policy["spec"]["ingress"][0]["from"] == [
