@@ -50,7 +50,10 @@ def test_the_route_sends_everything_to_the_rayservice_serve_service_on_port_8000
 
 def test_the_load_balancer_health_checks_serves_own_health_endpoint() -> None:
     (policy,) = objects("prod", "HealthCheckPolicy")
-    assert policy["spec"]["default"]["config"]["httpHealthCheck"] == {"port": 8000, "requestPath": "/-/healthz"}
+    assert policy["spec"]["default"]["config"]["httpHealthCheck"] == {
+        "portSpecification": "USE_SERVING_PORT",
+        "requestPath": "/-/healthz",
+    }
 
 
 def test_a_misspelled_listener_field_is_a_schema_failure_naming_it() -> None:

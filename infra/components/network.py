@@ -165,7 +165,8 @@ def gateway_objects(cfg: StackConfig, rayservice: str) -> list[dict[str, Any]]:
                 "default": {
                     "config": {
                         "type": "HTTP",
-                        "httpHealthCheck": {"port": SERVE_PORT, "requestPath": SERVE_HEALTH_PATH},
+                        # The Service's serving port is Serve's 8000; the CRD's CEL forbids naming it too.
+                        "httpHealthCheck": {"portSpecification": "USE_SERVING_PORT", "requestPath": SERVE_HEALTH_PATH},
                     }
                 },
                 "targetRef": target,
