@@ -194,12 +194,13 @@ def test_train_entrypoint_passes_the_catalog_topology_to_the_app(stack_run):
     assert any(p.startswith("optax==") for p in runtime_env["pip"])
 
 
-def test_serve_service_has_unhealthy_thresholds_and_a_topology_for_its_app(stack_run):
+def test_serve_service_upgrades_on_a_new_cluster_without_no_op_thresholds_and_has_a_topology(stack_run):
     serve = stack_run.config.workloads.serve
     (service,) = [o for o in ray_objects(stack_run) if o["kind"] == "RayService"]
     spec = service["spec"]
-    assert spec["serviceUnhealthySecondThreshold"] == serve.service_unhealthy_seconds
-    assert spec["deploymentUnhealthySecondThreshold"] == serve.deployment_unhealthy_seconds
+    # KubeRay ignores the unhealthy thresholds since late 2023 (kuberay PRs 1664, 1665).
+    assert "serviceUnhealthySecondThreshold" not in spec and "deploymentUnhealthySecondThreshold" not in spec
+    assert spec["upgradeStrategy"] == {"type": "NewCluster"}
     (app,) = yaml.safe_load(spec["serveConfigV2"])["applications"]
     shape = stack_run.config.pool(serve.pool).shape
     assert app["import_path"] == "ray_apps.serve:build_app"

@@ -201,8 +201,9 @@ class ServeWorkload(_Model):
     model_id: str = Field("google/gemma-3-4b-it", alias="modelId")
     checkpoint_uri: str | None = Field(None, alias="checkpointUri")
     replicas: int = Field(1, ge=1)
+    # How long the Serve app may stay out of RUNNING before the stuck-deploy alert fires
+    # (tpuray.observe). Not rendered into the RayService: KubeRay ignores that field since 2023.
     service_unhealthy_seconds: int = Field(900, alias="serviceUnhealthySecondThreshold", ge=60)
-    deployment_unhealthy_seconds: int = Field(600, alias="deploymentUnhealthySecondThreshold", ge=60)
 
 
 class InteractiveCluster(_Model):

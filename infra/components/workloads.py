@@ -283,9 +283,13 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
     assert serve is not None
     return {
         "serveConfigV2": yaml.safe_dump(serve_config(cfg), sort_keys=False),
-        # Give up (and recreate the cluster) instead of sitting in DEPLOYING forever.
-        "serviceUnhealthySecondThreshold": serve.service_unhealthy_seconds,
-        "deploymentUnhealthySecondThreshold": serve.deployment_unhealthy_seconds,
+        # serviceUnhealthySecondThreshold / deploymentUnhealthySecondThreshold are not set: KubeRay
+        # removed the recreate-on-unhealthy behaviour they drove in late 2023 (ray-project/kuberay
+        # PRs 1664, 1665; the CRD still accepts them as no-ops). What KubeRay honours instead: a
+        # spec change rolls out on a new cluster, switched over only once Serve reports it healthy;
+        # Serve's own replica health checks restart a stuck replica; the stuck-deploy alert
+        # (tpuray.observe, serviceUnhealthySecondThreshold) pages a person.
+        "upgradeStrategy": {"type": "NewCluster"},
         "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve"),
     }
 

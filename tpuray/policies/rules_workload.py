@@ -240,19 +240,6 @@ def _job_deadlines(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def _service_thresholds(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    if res.props.get("kind") != "RayService" or not tpu_groups(res.props):
-        return
-    spec = as_dict(res.props.get("spec"))
-    for key, example in (("serviceUnhealthySecondThreshold", 900), ("deploymentUnhealthySecondThreshold", 600)):
-        value = spec.get(key)
-        if as_int(value) is None or as_int(value) <= 0:
-            yield (
-                f"{res.label}: spec.{key} is {show(value)}; TPU slices take minutes to come up and this decides "
-                f"when KubeRay gives up on an unhealthy one: set it, e.g. {key}: {example}"
-            )
-
-
 RULES = (
     Rule(
         "tpu-image",
@@ -290,14 +277,6 @@ RULES = (
         MANDATORY,
         RAY_TYPES,
         _job_deadlines,
-        kubernetes=True,
-    ),
-    Rule(
-        "rayservice-unhealthy-thresholds",
-        "TPU RayServices set serviceUnhealthySecondThreshold and deploymentUnhealthySecondThreshold.",
-        MANDATORY,
-        RAY_TYPES,
-        _service_thresholds,
         kubernetes=True,
     ),
 )
