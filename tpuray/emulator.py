@@ -158,8 +158,12 @@ class Plan:
 
 
 def default_max_hosts() -> int:
+    return max_hosts_for(psutil.virtual_memory().available)
+
+
+def max_hosts_for(available_bytes: int) -> int:
     """Hosts that fit in half the available memory (the rest stays for the workloads)."""
-    budget = psutil.virtual_memory().available // 2 - HEAD_MEMORY_BYTES
+    budget = available_bytes // 2 - HEAD_MEMORY_BYTES
     return max(int(budget // HOST_MEMORY_BYTES), 1)
 
 
@@ -335,9 +339,14 @@ class ClusterState:
         return cls(**raw)
 
 
+def local_root() -> Path:
+    """Where every emulated cluster keeps its state folder ($TPURAY_LOCAL_DIR)."""
+    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT))
+
+
 def state_dir_for(name: str) -> Path:
     # Kept short on purpose: Ray puts Unix sockets under it and sun_path is 107 bytes.
-    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT)) / name
+    return local_root() / name
 
 
 # ---------------------------------------------------------------------------- processes
@@ -374,6 +383,11 @@ def _marked(ray_dir: str) -> list[psutil.Process]:
             if proc.pid != me and any(ray_dir in part for part in (proc.info["cmdline"] or [])):
                 found.append(proc)
     return found
+
+
+def marked_processes(path: str) -> list[psutil.Process]:
+    """Processes (other than this one) whose command line names `path`."""
+    return _marked(path)
 
 
 def kill_processes(procs: Sequence[psutil.Process], grace_s: float = 3.0) -> list[int]:

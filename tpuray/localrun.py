@@ -131,6 +131,7 @@ def serve_config_for_emulator(
 
 DATA_ROWS = 4096  # what `local run` generates when the job's data location is empty
 SERVE_READY_TIMEOUT_S = 180.0
+SERVE_HTTP_PORT = 8000  # Serve's HTTP proxy on the emulator (127.0.0.1 only)
 
 
 def gcs_root() -> Path:
@@ -269,7 +270,7 @@ def run_serve(
     console: Console,
     request: dict[str, Any] | None,
     timeout_s: float,
-    http_port: int = 8000,
+    http_port: int = SERVE_HTTP_PORT,
 ) -> dict[str, Any]:
     """Deploy the RayService's serveConfigV2 through Serve's REST API, wait, and query it."""
     rayservice = rendered(stack, "RayService")

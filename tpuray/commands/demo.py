@@ -1,6 +1,7 @@
 """`tpuray demo [STACK]`: the whole path on this machine, no cloud.
 
-Offline preview (with the policy pack), the emulated slices up, a short training run on
+`tpuray doctor` first (it stops the demo with its advice when something blocks), then the
+offline preview (with the policy pack), the emulated slices up, a short training run on
 one emulated slice (loss must go down), a query to the serve app, and the emulator down,
 even when a step fails.
 """
@@ -29,10 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tpuray import localrun
-    from tpuray.commands import local, preview
+    from tpuray.commands import doctor, local, preview
     from tpuray.mockrun import run_stack
 
     console = Console(highlight=False)
+    console.print(Rule("tpuray doctor: what the demo needs"))
+    doctor.run(argparse.Namespace(stack=args.stack))  # stops here, with its advice, when a check blocks
     console.print(Rule(f"1/5 offline preview of stack {args.stack}"))
     code = preview.run(argparse.Namespace(stack=args.stack, json=False))
     if code != 0:
