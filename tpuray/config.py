@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tpuray import catalog, gcp_rules
+from tpuray import catalog, gcp_rules, gke_versions
 
 NAMESPACE = "tpuray"
 CONFIG_KEYS = (
@@ -463,6 +463,8 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += _terraform_lines(cfg)
     lines += _foundation_lines(cfg)
     lines += gcp_rules.stack_lines(cfg)
+    if not lines:  # floors only matter for an otherwise valid stack (its pools parse)
+        lines += gke_versions.version_lines(cfg)
     return lines
 
 
