@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("stack", nargs="?", default=None, help="stack name (default: the only running emulated cluster)")
         if name == "status":
             q.add_argument("--json", action="store_true", help="print JSON")
+            q.add_argument("--wide", action="store_true", help="all columns, no 100-column limit")
         q.set_defaults(handler=handler)
 
 
@@ -226,29 +227,36 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    console = Console(width=160, highlight=False)
+    console = Console(width=None if args.wide else min(Console().width, 100), highlight=False)
     console.print(
         f"stack {data['stack']}: Ray at {data['address']}, {data['pids']} processes, state {data['state_dir']}"
     )
     for note in cluster.notes:
         console.print(f"[yellow]reduced:[/] {note}")
-    table = Table(show_lines=False)
-    for col in ("slice", "topology", "market", "worker", "state", "TPU used", "held by"):
-        table.add_column(col)
     for s in data["slices"]:  # type: ignore[union-attr]
-        for h in s["hosts"]:
-            used = h["tpu_total"] - h["tpu_free"]
-            table.add_row(
-                s["slice"],
-                f"{s['generation']} {s['topology']}",
-                s["market_type"],
-                str(h["worker_id"]),
-                "up" if h["alive"] else "[red]down[/]",
-                f"{used:g}/{h['tpu_total']:g}",
-                ", ".join(h["holders"]) or ("-" if not used else "a task or actor"),
-            )
-    console.print(table)
+        console.print(slice_table(s, wide=args.wide))
     return 0
+
+
+def slice_table(s: dict, wide: bool = False) -> Table:
+    """One small table per slice: its hosts, free or busy, and what holds them (--wide adds node IDs)."""
+    title = f"{s['slice']}: {s['generation']} {s['topology']}, {s['market_type']}"
+    table = Table(title=title, title_justify="left", expand=False)
+    for col in ("host", "state", "TPU used", "held by") + (("node", "pool") if wide else ()):
+        table.add_column(col, overflow="fold")
+    for h in s["hosts"]:
+        used = h["tpu_total"] - h["tpu_free"]
+        state = "[red]down[/]" if not h["alive"] else ("busy" if used else "free")
+        row = [
+            str(h["worker_id"]),
+            state,
+            f"{used:g}/{h['tpu_total']:g}",
+            ", ".join(h["holders"]) or ("-" if not used else "a task or actor"),
+        ]
+        if wide:
+            row += [h["node_id"] or "-", s["pool"]]
+        table.add_row(*row)
+    return table
 
 
 def run_down(args: argparse.Namespace) -> int:
