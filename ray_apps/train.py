@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ray_apps import checkpoints
+from ray_apps import checkpoints, code_identity
 from ray_apps.runtime import ensure_ray, filesystem, join
 
 Device = Literal["tpu", "emulated", "cpu"]
@@ -455,6 +455,7 @@ def run(args: TrainArgs) -> dict[str, Any]:
             history_problems=m.step_history_problems(final.history) + m.attempt_problems(final.attempts),
         )
     summary["placements"] = read_placements(args.run_uri)
+    summary["code"] = code_identity()  # which bundle this ran from (tpuray bundle)
     return summary
 
 

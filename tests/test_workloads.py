@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -190,8 +191,11 @@ def test_train_entrypoint_passes_the_catalog_topology_to_the_app(stack_run):
     assert args["--slices"] == str(train.slices)
     assert args["--storage-uri"] == train.storage_uri
     runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
-    assert runtime_env["working_dir"] == stack_run.config.workloads.code_uri
-    assert any(p.startswith("optax==") for p in runtime_env["pip"])
+    # The bundle by content hash under the stack's bundleUri; no pip: the image carries the deps.
+    assert re.fullmatch(
+        re.escape(stack_run.config.workloads.bundle_uri) + r"/tpuray-apps-[0-9a-f]{16}\.zip", runtime_env["working_dir"]
+    )
+    assert set(runtime_env) == {"working_dir"}
 
 
 def test_serve_service_upgrades_on_a_new_cluster_without_no_op_thresholds_and_has_a_topology(stack_run):

@@ -213,17 +213,26 @@ class InteractiveCluster(_Model):
 
 class WorkloadsConfig(_Model):
     namespace: str = "ray"
-    code_uri: str = Field("gs://CHANGE-ME/tpuray-apps.zip", alias="codeUri")
+    # gs://BUCKET[/PREFIX] the deploy workflow uploads `tpuray bundle` zips to; the rendered
+    # working_dir is <bundleUri>/tpuray-apps-<sha256[:16]>.zip (tpuray/bundle.py).
+    bundle_uri: str = Field("gs://CHANGE-ME/bundles", alias="bundleUri")
     train: TrainWorkload | None = None
     serve: ServeWorkload | None = None
     interactive: InteractiveCluster | None = None
 
 
+IMAGE_NAMES = ("ray-tpu", "serve-llm")  # images/<name>/Dockerfile (tpuray/images.py)
+
+
 class ImagesConfig(_Model):
-    """Where the stack's images are pushed: the Artifact Registry docker repository the
-    Terraform foundation declares (its output image_repository)."""
+    """The images built from images/ and where they are pushed (docs/ci.md).
+
+    `repository` is the Artifact Registry docker repository the Terraform foundation
+    declares (its output image_repository); `digests` are handed in by the deploy workflow
+    after it pushed the images (config-map `tpuray:images` of `pulumi up`)."""
 
     repository: str | None = None  # REGION-docker.pkg.dev/PROJECT/REPO
+    digests: dict[str, str] = Field(default_factory=dict)  # image name -> sha256:<64 hex>
 
 
 class TerraformOutputs(_Model):
@@ -356,6 +365,11 @@ def _pydantic_lines(err: ValidationError) -> list[str]:
             )
         elif kind == "missing":
             lines.append(f"{key}: missing; this key is required")
+        elif kind == "extra_forbidden" and loc == ("workloads", "codeUri"):
+            lines.append(
+                f"{key}: was replaced by {NAMESPACE}:workloads.bundleUri (gs://BUCKET[/PREFIX]); the zip is named by "
+                "its content hash: see docs/apps.md"
+            )
         elif kind == "extra_forbidden":
             lines.append(f"{key}: unknown key (value {_show(e['input'])}); check the spelling in docs/configuration.md")
         else:
@@ -463,8 +477,40 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += _terraform_lines(cfg)
     lines += _foundation_lines(cfg)
     lines += gcp_rules.stack_lines(cfg)
+    lines += _delivery_lines(cfg)
     if not lines:  # floors only matter for an otherwise valid stack (its pools parse)
         lines += gke_versions.version_lines(cfg)
+    return lines
+
+
+_BUNDLE_URI = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\s]*)?$")
+_REPOSITORY = re.compile(r"^[a-z0-9-]+-docker\.pkg\.dev/[a-z][-a-z0-9]{4,28}[a-z0-9]/[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _delivery_lines(cfg: StackConfig) -> list[str]:
+    """The bundle location and the image repository and digests."""
+    lines = []
+    uri = cfg.workloads.bundle_uri
+    if not _BUNDLE_URI.match(uri) or uri.endswith(".zip"):
+        lines.append(
+            f"{NAMESPACE}:workloads.bundleUri: {_show(uri)} is invalid; use gs://BUCKET[/PREFIX], the folder the "
+            "deploy workflow uploads bundles to (tpuray adds the tpuray-apps-<sha256>.zip name)"
+        )
+    images = cfg.images
+    if images.repository is not None and not _REPOSITORY.match(images.repository):
+        lines.append(
+            f"{NAMESPACE}:images.repository: {_show(images.repository)} is invalid; use an Artifact Registry docker "
+            "repository, REGION-docker.pkg.dev/PROJECT/REPO (the Terraform output imageRepository)"
+        )
+    for name, digest in images.digests.items():
+        key = f"{NAMESPACE}:images.digests.{name}"
+        if name not in IMAGE_NAMES:
+            lines.append(f"{key}: unknown image; valid: {', '.join(IMAGE_NAMES)}")
+        elif not _DIGEST.match(digest):
+            lines.append(f"{key}: {_show(digest)} is invalid; use the pushed image's digest, sha256:<64 hex digits>")
+    if images.digests and images.repository is None:
+        lines.append(f"{NAMESPACE}:images.repository: missing; digests need the repository the images were pushed to")
     return lines
 
 

@@ -30,3 +30,7 @@ def ray_cluster_spec(manifest: dict) -> dict:
 COST_STACK = "tpuray-stack"
 COST_POOL = "tpuray-pool"
 COST_TIER = "tpuray-tier"  # spot | reservation | on-demand | flex-start | system
+
+# Pod template annotation: the pinned rayproject/ray -tpu base a built image is FROM (the
+# image's OCI label org.opencontainers.image.base.name, repeated where policies can read it).
+BASE_IMAGE = "tpuray.dev/base-image"

@@ -19,11 +19,10 @@ import yaml
 
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
-from tpuray import catalog, labels
+from tpuray import bundle, catalog, images, labels
 from tpuray.catalog import SliceShape
-from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig, StackConfig, TierKind
+from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig, TierKind
 from tpuray.gcp_rules import service_account_id
-from tpuray.shared import REPO_ROOT
 
 KSA_NAME = "ray-workload"
 ACCELERATOR_SELECTOR = labels.GKE_TPU_ACCELERATOR
@@ -33,19 +32,6 @@ POOL_LABEL = labels.SLICE_POOL
 GENERATION_LABEL = labels.GENERATION
 MARKET_LABEL = labels.MARKET_TYPE
 TIER_LABEL = labels.CAPACITY_TIER
-# Python packages the apps need on top of the -tpu image (which carries jax[tpu]).
-APP_PACKAGES = ("optax",)
-
-
-def pinned_packages(names: tuple[str, ...] = APP_PACKAGES) -> list[str]:
-    """name==version for each package, read from the one lock file."""
-    pins = {}
-    for line in (REPO_ROOT / "requirements.lock").read_text().splitlines():
-        name, sep, version = line.partition("==")
-        if sep:
-            pins[name.strip().lower()] = version.strip()
-    return [f"{n}=={pins[n]}" for n in names]
-
 
 # Node labels GKE sets per capacity: a worker group per tier pins its pods to that tier's
 # nodes, so the Ray node label ray.io/market-type is true for every node of the group.
@@ -79,6 +65,7 @@ def tpu_worker_group(
     max_replicas: int,
     ray: RayConfig,
     group_name: str,
+    image: images.ImageRef | None = None,
 ) -> dict[str, Any]:
     chips = str(shape.chips_per_host)
     selector, affinity = _tier_placement(tier)
@@ -97,7 +84,7 @@ def tpu_worker_group(
         "containers": [
             {
                 "name": "ray-worker",
-                "image": ray.tpu_image,
+                "image": image.image if image else ray.tpu_image,
                 "resources": {
                     "requests": {TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
                     "limits": {TPU_RESOURCE: chips, "memory": "32Gi"},
@@ -130,11 +117,20 @@ def tpu_worker_group(
             GENERATION_LABEL: shape.generation,
         },
         "rayStartParams": {},
-        "template": {"spec": pod_spec},
+        "template": _template(pod_spec, image),
     }
 
 
-def tpu_worker_groups(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str) -> list[dict[str, Any]]:
+def _template(pod_spec: dict[str, Any], image: images.ImageRef | None) -> dict[str, Any]:
+    if image is None or not image.built:
+        return {"spec": pod_spec}
+    # A built image names no Ray version; its pinned -tpu base does (policies read it here).
+    return {"metadata": {"annotations": {labels.BASE_IMAGE: image.base}}, "spec": pod_spec}
+
+
+def tpu_worker_groups(
+    pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, image: images.ImageRef | None = None
+) -> list[dict[str, Any]]:
     """One group per capacity tier of the chain, then per fallback shape and tier.
 
     The first group starts with `slices` replicas; the others start empty and are what
@@ -143,20 +139,22 @@ def tpu_worker_groups(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: 
     for index, tier in enumerate(pool.capacity):
         groups.append(
             tpu_worker_group(
-                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.value}"
+                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.value}", image
             )
         )
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
         for tier in fallback.capacity:
             groups.append(
-                tpu_worker_group(pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.value}")
+                tpu_worker_group(
+                    pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.value}", image
+                )
             )
     return groups
 
 
-def head_group(ray: RayConfig) -> dict[str, Any]:
-    return {
+def head_group(ray: RayConfig, image: images.ImageRef | None = None) -> dict[str, Any]:
+    group: dict[str, Any] = {
         # num-cpus 0: no task or actor is ever scheduled on the head.
         "rayStartParams": {"num-cpus": "0"},
         "serviceType": "ClusterIP",
@@ -167,7 +165,7 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
                 "containers": [
                     {
                         "name": "ray-head",
-                        "image": ray.tpu_image,
+                        "image": image.image if image else ray.tpu_image,
                         "resources": {
                             "requests": {"cpu": "2", "memory": "8Gi"},
                             "limits": {"memory": "8Gi"},
@@ -184,15 +182,19 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
             }
         },
     }
+    group["template"] = _template(group["template"]["spec"], image)
+    return group
 
 
-def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str) -> dict[str, Any]:
-    groups = tpu_worker_groups(pool, slices, ray, role)
+def ray_cluster_spec(
+    pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, image: images.ImageRef | None = None
+) -> dict[str, Any]:
+    groups = tpu_worker_groups(pool, slices, ray, role, image)
     spec: dict[str, Any] = {
         "rayVersion": ray.version,
         "authOptions": {"mode": "token"},
         "enableInTreeAutoscaling": len(groups) > 1,
-        "headGroupSpec": head_group(ray),
+        "headGroupSpec": head_group(ray, image),
         "workerGroupSpecs": groups,
     }
     if len(groups) > 1:
@@ -201,8 +203,15 @@ def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: s
     return spec
 
 
-def _runtime_env(code_uri: str) -> dict[str, Any]:
-    return {"working_dir": code_uri, "pip": pinned_packages()}
+def bundle_uri(cfg: StackConfig) -> str:
+    """gs://<bundleUri>/tpuray-apps-<sha256[:16]>.zip: the bundle of ray_apps/ as it is now."""
+    return bundle.current().uri(cfg.workloads.bundle_uri)
+
+
+def _runtime_env(cfg: StackConfig) -> dict[str, Any]:
+    # No pip: the image carries the apps' dependencies (images/ray-tpu), so pods install
+    # nothing at start and private nodes need no egress to PyPI.
+    return {"working_dir": bundle_uri(cfg)}
 
 
 def train_entrypoint(cfg: StackConfig) -> str:
@@ -232,14 +241,16 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
     assert train is not None
     return {
         "entrypoint": train_entrypoint(cfg),
-        "runtimeEnvYAML": yaml.safe_dump(_runtime_env(cfg.workloads.code_uri), sort_keys=True),
+        "runtimeEnvYAML": yaml.safe_dump(_runtime_env(cfg), sort_keys=True),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": train.ttl_seconds_after_finished,
         # A job that cannot get its slices, or hangs on a broken collective, is stopped.
         "activeDeadlineSeconds": train.active_deadline_seconds,
         "backoffLimit": train.backoff_limit,
-        "rayClusterSpec": ray_cluster_spec(cfg.pool(train.pool), train.slices, cfg.ray, "train"),
+        "rayClusterSpec": ray_cluster_spec(
+            cfg.pool(train.pool), train.slices, cfg.ray, "train", images.workload_images(cfg)["train"]
+        ),
     }
 
 
@@ -271,7 +282,7 @@ def serve_config(cfg: StackConfig) -> dict[str, Any]:
                 "name": "tpuray-serve",
                 "route_prefix": "/",
                 "import_path": "ray_apps.serve:build_app",
-                "runtime_env": _runtime_env(cfg.workloads.code_uri),
+                "runtime_env": _runtime_env(cfg),
                 "args": serve_app_args(cfg),
             }
         ]
@@ -290,14 +301,17 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         # Serve's own replica health checks restart a stuck replica; the stuck-deploy alert
         # (tpuray.observe, serviceUnhealthySecondThreshold) pages a person.
         "upgradeStrategy": {"type": "NewCluster"},
-        "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve"),
+        "rayClusterConfig": ray_cluster_spec(
+            cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve", images.workload_images(cfg)["serve"]
+        ),
     }
 
 
 def interactive_cluster(cfg: StackConfig) -> dict[str, Any]:
     interactive = cfg.workloads.interactive
     assert interactive is not None
-    return ray_cluster_spec(cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive")
+    image = images.workload_images(cfg)["interactive"]
+    return ray_cluster_spec(cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive", image)
 
 
 def _buckets(*uris: str | None) -> list[str]:
@@ -326,6 +340,13 @@ class RayWorkloads(pulumi.ComponentResource):
         gcp_opts = pulumi.ResourceOptions(parent=self)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         ns = wl.namespace
+        unbuilt = sorted({i.name for i in images.workload_images(cfg).values() if not i.built})
+        if unbuilt and not cfg.ray.image and not pulumi.runtime.is_dry_run():
+            # A preview may show the -tpu base; a deployment must run the image that was built.
+            key = f"tpuray:images.digests.{unbuilt[0]}"
+            raise ConfigError(
+                [f"{key}: missing; `pulumi up` deploys images by digest: build and push images/{unbuilt[0]} first"]
+            )
         object_labels = {"app.kubernetes.io/managed-by": "tpuray", "app.kubernetes.io/part-of": cfg.cluster.name}
 
         # Pods reach GCS (data, checkpoints, code) as this GSA, through Workload Identity.
@@ -347,7 +368,7 @@ class RayWorkloads(pulumi.ComponentResource):
         )
         writable = _buckets(wl.train.storage_uri if wl.train else None)
         readable = _buckets(
-            wl.code_uri,
+            wl.bundle_uri,
             wl.train.data_uri if wl.train else None,
             wl.serve.checkpoint_uri if wl.serve else None,
         )

@@ -49,6 +49,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--rows", type=int, default=4096, help="data: rows to generate when the data location is empty")
     run.add_argument("--request", default=None, help="serve: JSON body for POST /predict (default: a sample)")
     run.add_argument("--timeout", type=float, default=900, help="seconds before the run is stopped (default 900)")
+    run.add_argument(
+        "--bundle",
+        type=Path,
+        default=None,
+        help="run this bundle zip instead of the one built from ray_apps/ (uploaded under its own content hash)",
+    )
+    run.add_argument(
+        "--explain",
+        action="store_true",
+        help="list every rewrite of the rendered object, with its reason, and run nothing",
+    )
     run.set_defaults(handler=run_workload)
 
     for name, handler, text in (
@@ -69,6 +80,11 @@ def run_workload(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     stack = run_stack(args.stack)
     sdir = emulator.state_dir_for(stack.stack)
+    if args.explain:
+        cluster = emulator.EmulatedCluster.attach(sdir) if (sdir / emulator.STATE_FILE).exists() else None
+        for line in localrun.explain(stack, args.workload, cluster):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return 0
     if not (sdir / emulator.STATE_FILE).exists():
         raise UserError(
             f"no emulated cluster for stack {stack.stack!r}; start one with `tpuray local up {stack.stack}`"
@@ -77,15 +93,15 @@ def run_workload(args: argparse.Namespace) -> int:
     if not cluster.state.dashboard_url:
         raise UserError("the emulated cluster runs without its dashboard; restart it without --no-dashboard")
     if args.workload == "train":
-        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout)
+        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout, args.bundle)
     elif args.workload == "data":
-        result = localrun.run_data(cluster, stack, console, args.rows, args.timeout)
+        result = localrun.run_data(cluster, stack, console, args.rows, args.timeout, args.bundle)
     else:
         try:
             request = json.loads(args.request) if args.request else None
         except json.JSONDecodeError as exc:
             raise UserError(f"--request: not valid JSON ({exc})") from None
-        result = localrun.run_serve(cluster, stack, console, request, args.timeout)
+        result = localrun.run_serve(cluster, stack, console, request, args.timeout, bundle_zip=args.bundle)
     console.print_json(json.dumps(result, default=str))
     return 0
 
@@ -158,7 +174,9 @@ def run_up(args: argparse.Namespace) -> int:
             progress.update(task, completed=done, total=total, description=f"started {what}")
 
         try:
-            cluster = emulator.launch_detached(plan, sdir, stack.stack, dashboard=args.dashboard, progress=report)
+            cluster = emulator.launch_detached(
+                plan, sdir, stack.stack, dashboard=args.dashboard, progress=report, delivery=True
+            )
         except emulator.EmulatorError as exc:
             raise UserError(f"local cluster failed to start: {exc}") from None
         progress.update(task, description="ready")
