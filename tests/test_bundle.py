@@ -8,14 +8,12 @@ import shutil
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 from ray._private.runtime_env.packaging import unzip_package
 
 from tests.conftest import REPO, mocked
 from tpuray import bundle
 from tpuray.cli import main
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stacks_dir
 
 
 def ray_unpacks(zip_path: Path, target: Path) -> Path:
@@ -83,54 +81,3 @@ def test_rendered_job_and_service_reference_the_bundle_tpuray_bundle_writes(tmp_
     assert yaml.safe_load(job["spec"]["runtimeEnvYAML"]) == {"working_dir": uri}
     (app,) = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"]
     assert app["runtime_env"] == {"working_dir": uri}
-
-
-def _raw(**workloads: object) -> dict:
-    raw = read_stack_file(stacks_dir() / "Pulumi.dev.yaml")
-    raw["workloads"] = {**raw["workloads"], **workloads}
-    return raw
-
-
-def test_the_old_code_uri_key_says_what_replaced_it() -> None:
-    raw = _raw(codeUri="gs://acme-ml-dev-ray/tpuray-apps.zip")
-    with pytest.raises(ConfigError) as err:
-        parse_stack_config(raw, "dev")
-    assert err.value.lines == [
-        "tpuray:workloads.codeUri: was replaced by tpuray:workloads.bundleUri (gs://BUCKET[/PREFIX]); the zip is "
-        "named by its content hash: see docs/apps.md"
-    ]
-
-
-@pytest.mark.parametrize("uri", ["gs://acme-ml-dev-ray/tpuray-apps.zip", "s3://acme/bundles", "acme-ml-dev-ray"])
-def test_a_bundle_uri_must_be_a_gcs_folder(uri: str) -> None:
-    with pytest.raises(ConfigError) as err:
-        parse_stack_config(_raw(bundleUri=uri), "dev")
-    assert err.value.lines == [
-        f"tpuray:workloads.bundleUri: {uri!r} is invalid; use gs://BUCKET[/PREFIX], the folder the deploy workflow "
-        "uploads bundles to (tpuray adds the tpuray-apps-<sha256>.zip name)"
-    ]
-
-
-def test_image_digests_must_be_sha256_of_a_known_image() -> None:
-    raw = _raw()
-    raw["images"] = {
-        "repository": "us-east5-docker.pkg.dev/acme-ml-dev/tpuray",
-        "digests": {"ray-tpu": "latest", "ray-gpu": "sha256:" + "0" * 64},
-    }
-    with pytest.raises(ConfigError) as err:
-        parse_stack_config(raw, "dev")
-    assert err.value.lines == [
-        "tpuray:images.digests.ray-tpu: 'latest' is invalid; use the pushed image's digest, sha256:<64 hex digits>",
-        "tpuray:images.digests.ray-gpu: unknown image; valid: ray-tpu, serve-llm",
-    ]
-
-
-def test_an_image_repository_must_be_an_artifact_registry_docker_repository() -> None:
-    raw = _raw()
-    raw["images"] = {"repository": "gcr.io/acme-ml-dev"}
-    with pytest.raises(ConfigError) as err:
-        parse_stack_config(raw, "dev")
-    assert err.value.lines == [
-        "tpuray:images.repository: 'gcr.io/acme-ml-dev' is invalid; use an Artifact Registry docker repository, "
-        "REGION-docker.pkg.dev/PROJECT/REPO (the Terraform output imageRepository)"
-    ]

@@ -215,7 +215,7 @@ class WorkloadsConfig(_Model):
     namespace: str = "ray"
     # gs://BUCKET[/PREFIX] the deploy workflow uploads `tpuray bundle` zips to; the rendered
     # working_dir is <bundleUri>/tpuray-apps-<sha256[:16]>.zip (tpuray/bundle.py).
-    bundle_uri: str = Field("gs://CHANGE-ME/bundles", alias="bundleUri")
+    bundle_uri: str = Field("gs://change-me/bundles", alias="bundleUri")
     train: TrainWorkload | None = None
     serve: ServeWorkload | None = None
     interactive: InteractiveCluster | None = None
