@@ -2,9 +2,9 @@
 
 Layout. Ray unpacks a remote (gs://, https://) working_dir zip by stripping its single
 top-level directory (`download_and_unpack_package` calls `unzip_package(...,
-remove_top_level_directory=True)` in ray/_private/runtime_env/packaging.py, Ray 2.60; the
-runtime_env docs: "the zip file must contain only a single top-level directory"). So the
-bundle holds one wrapper directory, `tpuray-apps/`, with the package inside it:
+remove_top_level_directory=True)` in ray/_private/runtime_env/packaging.py of the pinned
+Ray 2.60, and `get_top_level_dir_from_compressed_package` decides what is stripped). So
+the bundle holds one wrapper directory, `tpuray-apps/`, with the package inside it:
 
     tpuray-apps/ray_apps/__init__.py
     tpuray-apps/ray_apps/...

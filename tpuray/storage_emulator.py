@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 HOST_ENV = "STORAGE_EMULATOR_HOST"
@@ -38,11 +39,9 @@ def start(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
     """Start gcp-storage-emulator on 127.0.0.1:port with objects under data_dir; wait until it answers."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir / "storage-emulator.log", "wb")  # noqa: SIM115 - handed to the child
-    cmd = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port), "-q"]
-    env = {**os.environ, "STORAGE_BASE": str(data_dir), "STORAGE_DIR": "objects"}
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=data_dir
-    )
+    # Through this module's `serve`, so the data dir shows in the command line (ps, leak checks).
+    cmd = [sys.executable, "-m", "tpuray.storage_emulator", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=data_dir)
     log.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -62,7 +61,9 @@ def start(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
 
 def _client(host: str):  # noqa: ANN202 - google.cloud.storage.Client, imported lazily (slow import)
     os.environ[HOST_ENV] = host
-    from google.cloud import storage
+    with warnings.catch_warnings():  # google.api_core's Python-version notice, not ours to act on
+        warnings.simplefilter("ignore", FutureWarning)
+        from google.cloud import storage
 
     return storage.Client(project="tpuray-emulator")
 
@@ -85,3 +86,23 @@ def exists(host: str, uri: str) -> bool:
     bucket_name, key = split_gs(uri)
     bucket = _client(host).bucket(bucket_name)
     return bucket.exists() and bucket.blob(key).exists()
+
+
+def _serve(argv: list[str]) -> int:
+    import argparse
+    import logging
+
+    from gcp_storage_emulator.__main__ import get_server
+
+    parser = argparse.ArgumentParser(prog="python -m tpuray.storage_emulator serve")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    logging.getLogger("").setLevel(logging.CRITICAL)
+    return get_server("127.0.0.1", args.port, data_dir=args.data_dir).run()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+        sys.exit(_serve(sys.argv[2:]))
+    sys.exit("usage: python -m tpuray.storage_emulator serve --data-dir DIR --port PORT")
