@@ -30,7 +30,7 @@ class DemoResult:
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds
 
 
-def _train_hosts(placements: list[dict[str, Any]]) -> dict[str, list[str]]:
+def train_hosts(placements: list[dict[str, Any]]) -> dict[str, list[str]]:
     """slice -> its hosts (TPU_WORKER_ID) that ran a Train worker, from the last attempt."""
     if not placements:
         return {}
@@ -43,7 +43,7 @@ def _train_hosts(placements: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def summary_markdown(result: DemoResult) -> str:
-    train = _train_hosts(result.placements)
+    train = train_hosts(result.placements)
     lines = [
         f"# tpuray demo: stack {result.stack}",
         "",
