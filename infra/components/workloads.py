@@ -231,6 +231,9 @@ def train_entrypoint(cfg: StackConfig) -> str:
         f"--storage-uri {train.storage_uri}",
         f"--run-name {cfg.cluster.name}-train",
         f"--max-failures {train.max_failures}",
+        # The step watchdog fails a hung attempt at the TpurayHungGangStepStalled threshold.
+        f"--watchdog-factor {cfg.observability.hung_gang.step_factor:g}",
+        f"--watchdog-floor-s {cfg.observability.hung_gang.floor_seconds}",
         "--device tpu",
     ]
     return " ".join(args)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tpuray import emulator
+from tpuray import emulator, localmetrics
 from tpuray.cli import UserError
 from tpuray.mockrun import run_stack
 
@@ -38,6 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="dashboard",
         action="store_false",
         help="skip the Ray dashboard on 127.0.0.1 (it serves the Jobs and Serve REST APIs that `local run` uses)",
+    )
+    up.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also start Prometheus on 127.0.0.1, scraping Ray's metrics with the stack's alert rules (docs/observability.md)",
     )
     up.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     up.set_defaults(handler=run_up)
@@ -148,6 +154,8 @@ def run_up(args: argparse.Namespace) -> int:
             f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
             f"{s.chips_per_host} chips, market {s.market_type}"
         )
+    if args.metrics and not args.dashboard:
+        raise UserError("--metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard")
     if args.dry_run:
         return 0
     sdir = emulator.state_dir_for(stack.stack)
@@ -184,6 +192,12 @@ def run_up(args: argparse.Namespace) -> int:
         f"[green]ready[/]: Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set "
         f"RAY_AUTH_MODE=disabled); state in {sdir}"
     )
+    if args.metrics:
+        try:
+            prom = localmetrics.start(stack.config, sdir, cluster.state.ray_dir)
+        except localmetrics.MetricsError as exc:
+            raise UserError(f"Prometheus failed to start: {exc}") from None
+        console.print(f"Prometheus at {prom.url} (PID {prom.pid}): Ray metrics and the stack's alert rules")
     console.print(f"stop it with: tpuray local down {stack.stack}")
     return 0
 
@@ -224,8 +238,22 @@ def _status_data(cluster: emulator.EmulatedCluster) -> dict[str, object]:
                 ],
             }
         )
+    steps: dict[str, dict[str, float]] = {}
+    prom = localmetrics.load(cluster.state_dir)
+    if prom is not None:
+        try:
+            steps = localmetrics.last_steps(prom)
+        except localmetrics.MetricsError:
+            steps = {}
+    for entry in out:
+        entry["last_step"] = steps.get(str(entry["slice"]))
+        hosts_of = entry["hosts"]
+        assert isinstance(hosts_of, list)
+        total = sum(h["tpu_total"] for h in hosts_of)
+        entry["occupancy"] = {"chips_used": total - sum(h["tpu_free"] for h in hosts_of), "chips": total}
     return {
         "stack": cluster.state.name,
+        "prometheus": prom.url if prom else None,
         "address": cluster.address,
         "state_dir": str(cluster.state_dir),
         "notes": cluster.notes,
@@ -259,6 +287,11 @@ def run_status(args: argparse.Namespace) -> int:
 def slice_table(s: dict, wide: bool = False) -> Table:
     """One small table per slice: its hosts, free or busy, and what holds them (--wide adds node IDs)."""
     title = f"{s['slice']}: {s['generation']} {s['topology']}, {s['market_type']}"
+    if "occupancy" in s:
+        title += f", {s['occupancy']['chips_used']:g}/{s['occupancy']['chips']:g} chips used"
+    last = s.get("last_step")
+    if last:  # from the Prometheus of `tpuray local up --metrics`
+        title += f", last step {last.get('step', 0):g} {time.time() - last.get('at', time.time()):.0f}s ago"
     table = Table(title=title, title_justify="left", expand=False)
     for col in ("host", "state", "TPU used", "held by") + (("node", "pool") if wide else ()):
         table.add_column(col, overflow="fold")
@@ -280,7 +313,10 @@ def slice_table(s: dict, wide: bool = False) -> Table:
 def run_down(args: argparse.Namespace) -> int:
     cluster = _find(args.stack)
     before = cluster.pids()
-    leftover = cluster.stop()
+    prom = localmetrics.load(cluster.state_dir)
+    leftover = localmetrics.stop(cluster.state_dir) + cluster.stop()
+    if prom is not None:
+        before.append(prom.pid)
     if leftover:
         raise UserError(f"processes still running after SIGKILL: {', '.join(map(str, leftover))}")
     Console(highlight=False).print(
