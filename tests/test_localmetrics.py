@@ -95,3 +95,12 @@ def test_prometheus_scrapes_ray_targets_with_scope_labels_and_fires_the_step_rul
 
 def test_stopping_without_a_started_prometheus_is_a_no_op(tmp_path: Path) -> None:
     assert localmetrics.stop(tmp_path) == []
+
+
+def test_metrics_without_the_dashboard_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    from tpuray.cli import main
+
+    assert main(["local", "up", "dev", "--metrics", "--no-dashboard"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "error: --metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard"
+    )

@@ -31,7 +31,8 @@ from tpuray.config import load_stack
 from tpuray.emulator import EmulatedCluster, SliceSpec
 from tpuray.observe import rules
 
-pytestmark = pytest.mark.slow
+# A 4-host gang, a stall of WATCHDOG_FLOOR_S and a restart: longer than the suite's 600 s default.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 V6E = catalog.lookup("v6e", "4x4")
 SLICE = "v6e-wd-0"
