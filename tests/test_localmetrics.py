@@ -101,6 +101,8 @@ def test_metrics_without_the_dashboard_is_refused_before_anything_starts(capsys:
     from tpuray.cli import main
 
     assert main(["local", "up", "dev", "--metrics", "--no-dashboard"]) == 2
-    assert capsys.readouterr().err.strip().endswith(
-        "error: --metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard"
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("error: --metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard")
     )
