@@ -126,8 +126,6 @@ def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             continue
         if version is not None and head_version is not None and version == head_version:
             continue
-        if version is None and head_version is None and image == head_image:
-            continue
         yield (
             f"{res.label}: {where} is {show(image)} but the head runs {show(head_image)}; head and workers must "
             f"run the same Ray version: use rayproject/ray:{pin}-... for both"
