@@ -13,7 +13,7 @@ import pytest
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE, unknown_checking_proxy
 
 from tpuray.commands.check import check
-from tpuray.policies import RULES_BY_NAME
+from tpuray.policies import RULES_BY_NAME, rules_crd
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,
     PackProcess,
@@ -170,6 +170,14 @@ def test_legacy_v5e_device_label_is_v5e() -> None:
 def test_gke_cluster_rules_ignore_other_resource_types() -> None:
     assert list(_private_nodes(Resource(NODE_POOL_TYPE, "v6e-0", {}), {})) == []
     assert len(list(_private_nodes(Resource(CLUSTER_TYPE, "gke", {}), {}))) == 1
+
+
+def test_crd_rules_pass_over_a_kind_without_a_packaged_crd() -> None:
+    service = Resource(
+        "kubernetes:core/v1:Service", "svc", {"metadata": {"name": "svc"}, "spec": {"type": "ClusterIP"}}
+    )
+    assert list(rules_crd._schema(service, {})) == []
+    assert list(rules_crd._cel(service, {})) == []
 
 
 def test_spot_rule_reads_a_compute_class_without_a_name() -> None:
