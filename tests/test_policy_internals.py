@@ -26,6 +26,7 @@ from tpuray.policies.core import UNKNOWN, Resource, Unknown, plain
 from tpuray.policies.kube import CLUSTER_TYPE, NODE_POOL_TYPE, RayClusterSpec, as_int, generation_of_accelerator, get
 from tpuray.policies.kube import groups as kube_groups
 from tpuray.policies.manifests import ManifestError, load
+from tpuray.policies.rules_podsecurity import expanded_pods
 from tpuray.policies.rules_security import _private_nodes
 from tpuray.policies.rules_stack import _spot_has_fallback
 from tpuray.policies.rules_workload import _ray_version, pinned_ray_version
@@ -180,6 +181,14 @@ def test_crd_rules_pass_over_a_kind_without_a_packaged_crd() -> None:
     )
     assert list(rules_crd._schema(service, {})) == []
     assert list(rules_crd._cel(service, {})) == []
+
+
+def test_pod_security_expands_only_groups_with_a_pod_template() -> None:
+    spec = {"headGroupSpec": {}, "workerGroupSpecs": [{"groupName": "tpu", "template": {"spec": {"containers": []}}}]}
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster", "c", {"kind": "RayCluster", "metadata": {"name": "c"}, "spec": spec}
+    )
+    assert [where for where, _ in expanded_pods(cluster)] == ["spec.workerGroupSpecs[0] (group 'tpu').template"]
 
 
 def test_spot_rule_reads_a_compute_class_without_a_name() -> None:
