@@ -43,13 +43,18 @@ def control_plane() -> ControlPlane:
     plane.stop()
 
 
-def _apply_stack(plane: ControlPlane, stack: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(sent, stored) for every rendered object of the stack, namespaces first."""
+def _stack_objects(plane: ControlPlane, stack: str) -> list[dict[str, Any]]:
+    """The stack's rendered objects, with their namespaces (and default accounts) in place."""
     objects = manifests(mocked(stack))
     for obj in objects:
         if obj["kind"] == "Namespace":
             plane.ensure_namespace(obj["metadata"]["name"])
-    return [(obj, plane.apply(obj)) for obj in objects]
+    return objects
+
+
+def _apply_stack(plane: ControlPlane, stack: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(sent, stored) for every rendered object of the stack, namespaces first."""
+    return [(obj, plane.apply(obj)) for obj in _stack_objects(plane, stack)]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -57,10 +62,7 @@ def test_every_rendered_object_is_accepted_by_the_api_server_with_no_field_dropp
     control_plane: ControlPlane, stack: str
 ) -> None:
     rejected, dropped = [], []
-    objects = manifests(mocked(stack))
-    for obj in objects:
-        if obj["kind"] == "Namespace":
-            control_plane.ensure_namespace(obj["metadata"]["name"])
+    objects = _stack_objects(control_plane, stack)
     for obj in objects:
         try:
             stored = control_plane.apply(obj)
