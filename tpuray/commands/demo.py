@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     with phases.time("emulator up"):
         console.print(Rule("2/5 emulated TPU slices up"))
-        local.run_up(argparse.Namespace(stack=args.stack, max_hosts=None, dashboard=True, dry_run=False))
+        local.run_up(argparse.Namespace(stack=args.stack, max_hosts=None, dashboard=True, dry_run=False, metrics=False))
     stack = run_stack(args.stack)
     cluster = emulator.EmulatedCluster.attach(emulator.state_dir_for(stack.stack))
     logs = log_path(stack.stack)
