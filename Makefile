@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint lock clean-venv cluster-tools
+.PHONY: venv demo test test-fast mutation lint lock clean-venv cluster-tools
 
 venv: $(STAMP)
 
@@ -19,9 +19,12 @@ $(STAMP): requirements.lock pyproject.toml
 demo: venv
 	$(BIN)/tpuray demo dev
 
+# Every test, measuring branch coverage; tests/coverage_gate.py then holds tpuray/policies/ at
+# 100 % and tpuray/config.py at >= 95 % and names any line no test reaches.
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --cov --cov-report=
+	$(BIN)/python tests/coverage_gate.py
 
 # Everything that needs no Ray cluster (tests not marked slow): the inner loop, under a minute.
 test-fast: venv
@@ -31,6 +34,13 @@ test-fast: venv
 # control-plane tests (reused when built; needs Go and the Go module proxy).
 cluster-tools:
 	bash tools/cluster/build.sh
+
+# Mutation testing of the core modules against the fast suite, from scratch (docs/testing.md):
+# the score per module goes to benchmarks/mutation.json. Not part of `make test`.
+mutation: venv
+	rm -rf mutants
+	TPURAY_SHARED="$${TPURAY_SHARED:-$(CURDIR)/../shared}" $(BIN)/python -m mutmut run --max-children 2
+	$(BIN)/python benchmarks/mutation_score.py
 
 lint: venv
 	$(BIN)/ruff check .

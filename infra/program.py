@@ -14,7 +14,7 @@ from infra.components.hardening import binary_authorization_policy
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
-from tpuray import terraform
+from tpuray import gke_versions, terraform
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
 
 
@@ -37,7 +37,16 @@ def build(cfg: StackConfig) -> None:
     gcp_provider = gcp.Provider("gcp", project=cfg.gcp.project, region=cfg.gcp.region)
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider})
 
-    cluster = GkeCluster("gke", GkeClusterArgs(gcp=cfg.gcp, cluster=cfg.cluster, stack=cfg.stack), opts)
+    cluster = GkeCluster(
+        "gke",
+        GkeClusterArgs(
+            gcp=cfg.gcp,
+            cluster=cfg.cluster,
+            stack=cfg.stack,
+            min_master_version=gke_versions.effective_min_version(cfg),
+        ),
+        opts,
+    )
     binary_authorization_policy(cfg, opts)
     for pool in cfg.slice_pools:
         SlicePool(

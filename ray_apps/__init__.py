@@ -9,3 +9,16 @@
 TPU arithmetic (hosts, chips per host, accelerator type) is never done here: callers pass
 the values the catalog (tpuray.catalog) computed.
 """
+
+import json as _json
+from pathlib import Path as _Path
+
+
+def code_identity() -> dict[str, str | None]:
+    """Where ray_apps was imported from, and the sources digest of the bundle it came in.
+
+    `tpuray bundle` writes ray_apps/bundle.json into the zip; a checkout has none (None)."""
+    here = _Path(__file__).resolve().parent
+    manifest = here / "bundle.json"
+    sources = _json.loads(manifest.read_text())["sources_sha256"] if manifest.is_file() else None
+    return {"imported_from": str(here), "sources_sha256": sources}

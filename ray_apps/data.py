@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ray_apps import features
+from ray_apps import code_identity, features
 from ray_apps.runtime import ensure_ray, filesystem
 
 if TYPE_CHECKING:
@@ -199,7 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         RESULT_PREFIX
-        + json.dumps({"data_uri": args.data_uri, "format": fmt or detect_format(args.data_uri), **asdict(result)})
+        + json.dumps(
+            {
+                "data_uri": args.data_uri,
+                "format": fmt or detect_format(args.data_uri),
+                **asdict(result),
+                "code": code_identity(),
+            }
+        )
     )
     return 0
 

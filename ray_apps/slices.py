@@ -136,6 +136,7 @@ class SliceView:
         return f"{self.name} ({kind}, {len(self.hosts)} hosts): {state}" + (f" [{busy}]" if busy else "")
 
 
+# pragma: no mutate start (Ray's live view: the real-cluster tests in test_slices.py cover it)
 def _available_per_node() -> dict[str, dict[str, float]]:
     # Ray has no public per-node *available* resources call in 2.60; this is what
     # ray.available_resources() sums. Pinned Ray version: see requirements.lock.
@@ -181,6 +182,7 @@ def slice_inventory() -> list[SliceView]:
     ]
 
 
+# pragma: no mutate end
 # ---------------------------------------------------------------------------- reservation
 
 
@@ -207,6 +209,7 @@ class SliceReservation:
     def hosts(self) -> int:
         return len(self.bundle_indices)
 
+    # pragma: no mutate start (Ray calls: covered by the real-cluster tests in test_slices.py)
     def strategy(self, bundle_index: int | None = None) -> PlacementGroupSchedulingStrategy:
         """A scheduling strategy for a task/actor in bundle `bundle_index` (any bundle if None)."""
         return PlacementGroupSchedulingStrategy(
@@ -236,6 +239,8 @@ class SliceReservation:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+    # pragma: no mutate end
 
 
 def _normalise_selectors(selectors: Sequence[Selector] | None, accelerator_type: str | None) -> list[dict[str, str]]:
@@ -278,12 +283,14 @@ def choose_slice(
     return None
 
 
+# pragma: no mutate start (Ray's placement group table: covered by test_slices.py)
 def _node_of_bundles(pg: PlacementGroup) -> list[str]:
     info = ray.util.placement_group_table(pg)
     mapping = info.get("bundles_to_node_id") or {}
     return [mapping.get(i, "") for i in range(len(pg.bundle_specs))]
 
 
+# pragma: no mutate end
 def reserve_slice(
     topology: str,
     *,
@@ -392,6 +399,7 @@ def _deadline_message(
     return "\n".join(lines)
 
 
+# pragma: no mutate start (fencing places placement groups: covered by the real-cluster tests)
 def describe_slices() -> str:
     """A human-readable line per slice (for logs and error messages)."""
     return "\n".join(v.describe() for v in slice_inventory()) or "no TPU slices"
@@ -509,6 +517,7 @@ def fence_all_but_free_slices(
     return SliceFence(sorted(kept), fenced, pgs, waited_s=time.monotonic() - start)
 
 
+# pragma: no mutate end
 # ---------------------------------------------------------------------------- selectors for other APIs
 
 

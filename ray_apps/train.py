@@ -38,8 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ray_apps import checkpoints
+from ray_apps import checkpoints, code_identity
 from ray_apps.runtime import ensure_ray, filesystem, join
+from ray_apps.watchdog import StepMetrics, StepWatchdog, WatchdogConfig, create_board
 
 Device = Literal["tpu", "emulated", "cpu"]
 DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")
@@ -68,6 +69,13 @@ class TrainArgs:
     seed: int = 0
     data_format: str | None = None
     fail_once_at_step: int | None = None  # fault injection for restart tests
+    stall_once_at_step: int | None = None  # fault injection: one rank hangs at this step, once
+    stall_rank: int = 0
+    # The step watchdog (ray_apps.watchdog): no step within max(factor x median, floor) (before
+    # an attempt's first step: startup) fails the attempt. Same defaults as tpuray:observability.
+    watchdog_factor: float = 10.0
+    watchdog_floor_s: float = 900.0
+    watchdog_startup_s: float = 1800.0
     address: str | None = None
     # tpu/emulated: how long a (re)start may wait for enough fully free slices before it
     # fails loudly with ray_apps.slices.SliceUnavailableError.
@@ -93,6 +101,11 @@ class TrainArgs:
             raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
         if self.slice_deadline_s <= 0:
             raise ValueError("--slice-deadline-s must be > 0")
+        self.watchdog.validate()
+
+    @property
+    def watchdog(self) -> WatchdogConfig:
+        return WatchdogConfig(self.watchdog_factor, self.watchdog_floor_s, self.watchdog_startup_s)
 
     @property
     def num_workers(self) -> int:
@@ -163,7 +176,7 @@ def slice_guard(args: TrainArgs) -> Any:
     )
 
 
-def loop_config(args: TrainArgs, stats: dict[str, Any]) -> dict[str, Any]:
+def loop_config(args: TrainArgs, stats: dict[str, Any], board: Any = None) -> dict[str, Any]:
     return {
         "device": args.device,
         "steps": args.steps,
@@ -177,6 +190,16 @@ def loop_config(args: TrainArgs, stats: dict[str, Any]) -> dict[str, Any]:
             join(args.run_uri, f".fail_once_at_step_{args.fail_once_at_step}") if args.fail_once_at_step else None
         ),
         "fail_once_at_step": args.fail_once_at_step,
+        "stall_once_at_step": args.stall_once_at_step,
+        "stall_rank": args.stall_rank,
+        "stall_marker": join(args.run_uri, ".stall_once") if args.stall_once_at_step else None,
+        "watchdog": {
+            "factor": args.watchdog_factor,
+            "floor_s": args.watchdog_floor_s,
+            "startup_s": args.watchdog_startup_s,
+        },
+        "run_name": args.run_name,
+        "board": board,
         "placement_uri": join(args.run_uri, PLACEMENT_DIR),
         "run_uri": args.run_uri,
     }
@@ -213,6 +236,43 @@ def _maybe_inject_failure(config: dict[str, Any], step: int, rank: int) -> None:
     with fs.open_output_stream(path) as out:
         out.write(str(step).encode())
     raise RuntimeError(f"tpuray: injected failure at step {step} (fail_once_at_step)")
+
+
+def _maybe_stall(config: dict[str, Any], step: int, rank: int) -> None:
+    """Hang once (a host that stops answering): the stall_rank sleeps at the configured step."""
+    if rank != config.get("stall_rank") or config.get("stall_once_at_step") != step:
+        return
+    fs, path = filesystem(config["stall_marker"])
+    import pyarrow.fs as pafs
+
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        return
+    with fs.open_output_stream(path) as out:
+        out.write(str(step).encode())
+    print(f"[rank{rank}] tpuray: injected stall at step {step} (stall_once_at_step)", flush=True)
+    time.sleep(24 * 3600)
+
+
+def _start_watchdog(
+    config: dict[str, Any], rank: int, world: int, attempt: int, placement: dict[str, Any], step: int
+) -> StepWatchdog:
+    metrics = None
+    try:
+        metrics = StepMetrics(config.get("run_name", ""), rank, placement["slice"], placement["tpu_worker_id"])
+    except Exception as err:  # metrics are for people; the watchdog works without them
+        print(f"[rank{rank}] no step metrics: {err}", file=sys.stderr)
+    watchdog = StepWatchdog(
+        WatchdogConfig(**config["watchdog"]),
+        rank=rank,
+        world=world,
+        attempt=attempt,
+        slice_name=placement["slice"],
+        worker_id=placement["tpu_worker_id"],
+        board=config.get("board"),
+        metrics=metrics,
+    )
+    watchdog.begin(step)
+    return watchdog.start()
 
 
 def _placement(rank: int) -> dict[str, Any]:
@@ -348,6 +408,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             f"[rank0] attempt {attempt}: start at step {state.step + 1} (resumed_from={resumed_from}), world={world}, devices={jax.device_count()}"
         )
 
+    watchdog = _start_watchdog(config, rank, world, attempt, placement, state.step + 1)
     train_step = m.make_train_step(optimizer)
     global_batch = config["batch_size"] * jax.process_count()
     params = opt_state = None
@@ -355,46 +416,58 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     window_t0, window_first = time.perf_counter(), state.step + 1
     loss_value = float("nan")
 
-    while state.step < config["steps"]:
-        epoch, batch = next(batches)
-        if params is None:
-            # Replicate params/optimizer state on the mesh Ray Data shards batches over,
-            # so jit sees one mesh and inserts the gradient all-reduce.
-            replicated = NamedSharding(batch["x"].sharding.mesh, PartitionSpec())
+    try:
+        while state.step < config["steps"]:
+            epoch, batch = next(batches)
+            _maybe_stall(config, state.step + 1, rank)
+            # Entering the step (and its all-reduce): a rank that never gets here is the straggler.
+            watchdog.started(state.step + 1)
+            if params is None:
+                # Replicate params/optimizer state on the mesh Ray Data shards batches over,
+                # so jit sees one mesh and inserts the gradient all-reduce.
+                replicated = NamedSharding(batch["x"].sharding.mesh, PartitionSpec())
 
-            def put(a: Any, sharding: NamedSharding = replicated) -> Any:
-                host = np.asarray(a)
-                return jax.make_array_from_callback(host.shape, sharding, lambda idx, h=host: h[idx])
+                def put(a: Any, sharding: NamedSharding = replicated) -> Any:
+                    host = np.asarray(a)
+                    return jax.make_array_from_callback(host.shape, sharding, lambda idx, h=host: h[idx])
 
-            params = jax.tree_util.tree_map(put, state.params)
-            opt_state = jax.tree_util.tree_map(put, state.opt_state(optimizer))
-        params, opt_state, loss = train_step(params, opt_state, batch["x"], batch["y"])
-        state.step += 1
-        loss_value = float(loss)
-        state.history.append({"step": state.step, "loss": loss_value, "attempt": attempt, "time": time.time()})
-        _maybe_inject_failure(config, state.step, rank)
+                params = jax.tree_util.tree_map(put, state.params)
+                opt_state = jax.tree_util.tree_map(put, state.opt_state(optimizer))
+            params, opt_state, loss = train_step(params, opt_state, batch["x"], batch["y"])
+            state.step += 1
+            loss_value = float(loss)
+            state.history.append({"step": state.step, "loss": loss_value, "attempt": attempt, "time": time.time()})
+            _maybe_inject_failure(config, state.step, rank)
 
-        if state.step % config["checkpoint_every"] == 0 or state.step == config["steps"]:
-            elapsed = time.perf_counter() - window_t0
-            n_steps = state.step - window_first + 1
-            metrics = {
-                "step": state.step,
-                "loss": loss_value,
-                "samples_per_s": global_batch * n_steps / elapsed if elapsed > 0 else 0.0,
-                "window": [window_first, state.step],
-                "epoch": epoch,
-                "attempt": attempt,
-            }
-            name = checkpoints.checkpoint_dir_name(state.step)
-            if rank == 0:
-                print(f"step {state.step} loss {loss_value:.5f} samples/s {metrics['samples_per_s']:.0f}", flush=True)
-                state.params = m.to_host(params)
-                with tempfile.TemporaryDirectory(prefix="tpuray-ckpt-") as tmp:
-                    m.save_checkpoint(tmp, state, opt_state)
-                    ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp), checkpoint_dir_name=name)
-            else:
-                ray.train.report(metrics, checkpoint_dir_name=name)
-            window_t0, window_first = time.perf_counter(), state.step + 1
+            if state.step % config["checkpoint_every"] == 0 or state.step == config["steps"]:
+                elapsed = time.perf_counter() - window_t0
+                n_steps = state.step - window_first + 1
+                metrics = {
+                    "step": state.step,
+                    "loss": loss_value,
+                    "samples_per_s": global_batch * n_steps / elapsed if elapsed > 0 else 0.0,
+                    "window": [window_first, state.step],
+                    "epoch": epoch,
+                    "attempt": attempt,
+                }
+                name = checkpoints.checkpoint_dir_name(state.step)
+                if rank == 0:
+                    print(
+                        f"step {state.step} loss {loss_value:.5f} samples/s {metrics['samples_per_s']:.0f}", flush=True
+                    )
+                    state.params = m.to_host(params)
+                    with tempfile.TemporaryDirectory(prefix="tpuray-ckpt-") as tmp:
+                        m.save_checkpoint(tmp, state, opt_state)
+                        ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp), checkpoint_dir_name=name)
+                    if watchdog.metrics is not None:
+                        watchdog.metrics.checkpointed(time.time())
+                else:
+                    ray.train.report(metrics, checkpoint_dir_name=name)
+                window_t0, window_first = time.perf_counter(), state.step + 1
+            watchdog.completed(state.step)
+    finally:
+        # A failed step leaves no watchdog behind to fire in a process Ray Train may reuse.
+        watchdog.stop()
 
     if own_distributed:
         # Only on success: shutdown is a barrier over all ranks. After an error the other
@@ -426,9 +499,10 @@ def run(args: TrainArgs) -> dict[str, Any]:
         stats = m.load_checkpoint(meta_dir).stats
         print(f"resuming run {args.run_name} from {latest[0]} (step {latest[1]})")
     ds, stats = data_lib.build_dataset(args.data_uri, args.data_format, stats)  # type: ignore[arg-type]
+    board = create_board(args.run_name)  # every rank's progress, for the step watchdog
     trainer = JaxTrainer(
         train_loop_per_worker,
-        train_loop_config=loop_config(args, stats.to_dict()),
+        train_loop_config=loop_config(args, stats.to_dict(), board),
         scaling_config=build_scaling_config(args),
         run_config=build_run_config(args),
         datasets={DATASET_NAME: ds},
@@ -455,6 +529,7 @@ def run(args: TrainArgs) -> dict[str, Any]:
             history_problems=m.step_history_problems(final.history) + m.attempt_problems(final.attempts),
         )
     summary["placements"] = read_placements(args.run_uri)
+    summary["code"] = code_identity()  # which bundle this ran from (tpuray bundle)
     return summary
 
 
@@ -477,6 +552,11 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     p.add_argument("--learning-rate", type=float, default=1e-2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fail-once-at-step", type=int, default=None, help="fault injection: raise once at this step")
+    p.add_argument("--stall-once-at-step", type=int, default=None, help="fault injection: one rank hangs here once")
+    p.add_argument("--stall-rank", type=int, default=0, help="the rank --stall-once-at-step hangs")
+    p.add_argument("--watchdog-factor", type=float, default=10.0, help="a step may take this many median steps")
+    p.add_argument("--watchdog-floor-s", type=float, default=900.0, help="... but never less than this")
+    p.add_argument("--watchdog-startup-s", type=float, default=1800.0, help="limit before an attempt's first step")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
     p.add_argument(
         "--slice-deadline-s",

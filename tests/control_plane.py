@@ -42,7 +42,10 @@ STAND_INS = {
         "creates the `default` ServiceAccount of each namespace the tests use, so the ServiceAccount "
         "admission plugin admits pods that name no account"
     ),
-    "kubelet": "none: pods stay Pending with no node; tests read the pod specs the operator created",
+    "kubelet": (
+        "none by default: pods stay Pending with no node and tests read the pod specs the operator "
+        "created; `mark_running` writes the status a kubelet would report for a started, ready pod"
+    ),
 }
 
 
@@ -304,6 +307,42 @@ class ControlPlane:
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         self.session.delete(self.path(api_version, kind, name, namespace), timeout=10)
+
+    def mark_running(self, pod: dict[str, Any], ip: str) -> None:
+        """The status a kubelet reports once every container of `pod` runs and is ready."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        containers = pod["spec"]["containers"]
+        status = {
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "hostIP": "127.0.0.1",
+            "startTime": now,
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": now}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c["image"],
+                    "imageID": "",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }
+                for c in containers
+            ],  # fmt: skip
+        }
+        meta = pod["metadata"]
+        response = self.session.patch(
+            self.path("v1", "Pod", meta["name"], meta["namespace"]) + "/status",
+            data=json.dumps({"status": status}),
+            headers={"Content-Type": "application/merge-patch+json"},
+            timeout=10,
+        )
+        response.raise_for_status()
 
     def ensure_namespace(self, name: str) -> None:
         """The namespace and its `default` ServiceAccount (the controller-manager's job, see STAND_INS).

@@ -80,3 +80,34 @@ def test_kubernetes_provider_kubeconfig_points_at_the_dns_endpoint_with_the_gclo
     assert entry["cluster"] == {"server": "https://gke-tpuray-prod-mock.us-east5.gke.goog"}
     (user,) = kubeconfig["users"]
     assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+
+
+def test_cluster_is_pinned_to_the_floor_of_the_gke_features_it_uses():
+    cluster = one(mocked("dev"), CLUSTER, "gke").inputs
+    # ComputeClass nodePoolAutoCreation without cluster-level NAP needs 1.33.3-gke.1136000.
+    assert cluster["minMasterVersion"] == "1.33.3-gke.1136000"
+
+
+def test_tpu7x_raises_the_floor_to_ironwoods_first_gke_version(tmp_path):
+    def ironwood(c: dict) -> None:
+        c["tpuray:slicePools"][0].update(generation="tpu7x", topology="2x2x2")
+
+    cluster = one(stack_with(tmp_path, "dev", ironwood), CLUSTER, "gke").inputs
+    assert cluster["minMasterVersion"] == "1.34.0-gke.2201000"
+
+
+def test_min_master_version_below_a_feature_floor_is_refused(tmp_path):
+    import pytest
+
+    from tpuray.config import ConfigError
+
+    def too_old(c: dict) -> None:
+        c["tpuray:cluster"]["minMasterVersion"] = "1.32.1-gke.1000"
+
+    with pytest.raises(ConfigError) as info:
+        stack_with(tmp_path, "dev", too_old)
+    assert info.value.lines == [
+        "tpuray:cluster.minMasterVersion: '1.32.1-gke.1000' is below 1.33.3-gke.1136000, the first GKE version "
+        "with ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning; raise it or leave "
+        "it unset"
+    ]

@@ -166,6 +166,27 @@ CASES: list[tuple[str, Edit, str]] = [
      lambda c: c.update(terraform={**TF_LOCAL, "outputs": {"reservations": {"dev-res": "res_name"}}}),
      "tpuray:terraform.outputs.reservations.dev-res: no capacity tier uses reservation 'dev-res'; valid: none: no "
      "capacity tier names a reservation"),
+    ("codeUri was replaced by bundleUri", lambda c: c["workloads"].update(codeUri="gs://acme-ml-dev-ray/tpuray-apps.zip"),
+     "tpuray:workloads.codeUri: was replaced by tpuray:workloads.bundleUri (gs://BUCKET[/PREFIX]); the zip is named "
+     "by its content hash: see docs/apps.md"),
+    ("bundleUri naming a zip", lambda c: c["workloads"].update(bundleUri="gs://acme-ml-dev-ray/tpuray-apps.zip"),
+     "tpuray:workloads.bundleUri: 'gs://acme-ml-dev-ray/tpuray-apps.zip' is invalid; use gs://BUCKET[/PREFIX], the "
+     "folder the deploy workflow uploads bundles to (tpuray adds the tpuray-apps-<sha256>.zip name)"),
+    ("bundleUri not in GCS", lambda c: c["workloads"].update(bundleUri="s3://acme/bundles"),
+     "tpuray:workloads.bundleUri: 's3://acme/bundles' is invalid; use gs://BUCKET[/PREFIX], the folder the deploy "
+     "workflow uploads bundles to (tpuray adds the tpuray-apps-<sha256>.zip name)"),
+    ("image repository not in Artifact Registry", lambda c: c.update(images={"repository": "gcr.io/acme-ml-dev"}),
+     "tpuray:images.repository: 'gcr.io/acme-ml-dev' is invalid; use an Artifact Registry docker repository, "
+     "REGION-docker.pkg.dev/PROJECT/REPO (the Terraform output imageRepository)"),
+    ("image digest that is a tag",
+     lambda c: c["images"].update(digests={"ray-tpu": "latest"}),
+     "tpuray:images.digests.ray-tpu: 'latest' is invalid; use the pushed image's digest, sha256:<64 hex digits>"),
+    ("digest of an image not built here",
+     lambda c: c["images"].update(digests={"ray-gpu": "sha256:" + "0" * 64}),
+     "tpuray:images.digests.ray-gpu: unknown image; valid: ray-tpu, serve-llm"),
+    ("digests without a repository",
+     lambda c: c.update(images={"digests": {"ray-tpu": "sha256:" + "0" * 64}}),
+     "tpuray:images.repository: missing; digests need the repository the images were pushed to"),
 ]  # fmt: skip
 
 

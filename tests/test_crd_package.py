@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from tpuray.schemas import SCHEMA_DIR, crds, schema_files, type_tokens
 from tpuray.shared import shared_path
 
@@ -104,3 +106,45 @@ def test_check_evaluates_the_crd_cel_rules_with_an_empty_shared_folder(tmp_path:
     assert code == 1
     assert [(v["policy"], v["resource"]) for v in violations] == [("crd-validation-rules", "ComputeClass/v6e")]
     assert "Flex Start provisioning model is incompatible with Spot" in violations[0]["message"]
+
+
+def test_a_dropped_in_multi_document_file_is_indexed_by_group_and_kind(tmp_path: Path, monkeypatch) -> None:
+    from tpuray import schemas
+
+    folder = tmp_path / "schemas" / "example"
+    folder.mkdir(parents=True)
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "spec": {"group": "example.dev", "names": {"kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "schema": {"openAPIV3Schema": {"type": "object"}}},
+                                 {"name": "v0", "served": False, "schema": {"openAPIV3Schema": {"type": "object"}}}]}}  # fmt: skip
+    note = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "not-a-crd"}}
+    (folder / "widgets.yaml").write_text(yaml.safe_dump_all([note, crd]))
+    monkeypatch.setattr(schemas, "SCHEMA_DIR", tmp_path / "schemas")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    schemas.crds.cache_clear()
+    schemas._documents.cache_clear()
+    try:
+        assert {k: (c.versions, c.index) for k, c in schemas.crds().items()} == {
+            ("example.dev", "Widget"): (("v1",), 1)
+        }
+        assert len(list((tmp_path / "cache" / "tpuray" / "crds").glob("*.json"))) == 1  # parsed once, cached by sha256
+    finally:
+        schemas.crds.cache_clear()
+        schemas._documents.cache_clear()
+
+
+def test_a_cached_parse_is_read_back_instead_of_parsing_again(tmp_path: Path, monkeypatch) -> None:
+    from tpuray import schemas
+
+    path = tmp_path / "one.yaml"
+    path.write_text("kind: CustomResourceDefinition\nspec: {}\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    schemas._documents.cache_clear()
+    try:
+        assert schemas._documents(path) == ({"kind": "CustomResourceDefinition", "spec": {}},)
+        (cached,) = (tmp_path / "cache" / "tpuray" / "crds").glob("*.json")
+        cached.write_text('[{"kind": "from-cache"}]')
+        schemas._documents.cache_clear()
+        assert schemas._documents(path) == ({"kind": "from-cache"},)
+    finally:
+        schemas._documents.cache_clear()

@@ -5,6 +5,7 @@ repository's own history."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,3 +149,20 @@ def test_changed_fields_show_old_and_new_values_and_absent_keys() -> None:
         "l[1]: 2 → 3",
         'new: (absent) → "x"',
     ]
+
+
+def test_a_code_change_in_ray_apps_shows_as_a_new_bundle_in_the_job_and_the_service(project: Path) -> None:
+    _git(project, "checkout", "-q", "-f", "main")
+    _git(project, "reset", "-q", "--hard", "base")
+    model = project / "ray_apps" / "model.py"
+    model.write_text(model.read_text() + "\n# a tuned learning-rate schedule\n")
+    _git(project, "commit", "-q", "-am", "change the model code")
+    stack = _only(run_diff(project, "base", ["dev"]))
+    job = _change(stack, "kubernetes:ray.io/v1:RayJob", "ray-tpuray-dev-train")
+    service = _change(stack, "kubernetes:ray.io/v1:RayService", "ray-tpuray-dev-serve")
+    (env,) = job.fields
+    assert job.action == "update" and service.action == "update"
+    assert env.path == "spec.runtimeEnvYAML (line 1)"
+    assert re.fullmatch(r"working_dir: gs://acme-ml-dev-ray/bundles/tpuray-apps-[0-9a-f]{16}\.zip", env.new)
+    assert env.old != env.new
+    assert [f.path for f in service.fields] == ["spec.serveConfigV2 (line 6)"]

@@ -1,8 +1,8 @@
-"""Each stack under the Pulumi mock engine: cluster, slice pools and capacity chains follow config and catalog."""
+"""Each stack under the Pulumi mock engine: cluster, slice pools and capacity chains, checked against literal shapes (tests/facts.py)."""
 
 from __future__ import annotations
 
-from tpuray import catalog
+from tests import facts
 from tpuray.config import TierKind
 from tpuray.mockrun import StackRun
 
@@ -40,11 +40,16 @@ def test_cluster_is_private_shielded_with_workload_identity_and_gcs_fuse(stack_r
     assert cluster["removeDefaultNodePool"] is True
 
 
-def test_every_node_pool_runs_as_the_dedicated_node_service_account(stack_run):
-    (account,) = [r.inputs for r in stack_run.of_type("gcp:serviceaccount/account:Account") if r.name == "gke-nodes"]
-    email = f"{account['accountId']}@{stack_run.config.gcp.project}.iam.gserviceaccount.com"
+def test_every_node_pool_runs_as_the_node_service_account_never_the_workload_one(stack_run):
+    accounts = {r.name: r.inputs["accountId"] for r in stack_run.of_type("gcp:serviceaccount/account:Account")}
+    assert sorted(accounts.values()) == [f"tpuray-{stack_run.stack}-nodes", f"tpuray-{stack_run.stack}-ray"]
+    node_sa, workload_sa = (
+        facts.NODE_SERVICE_ACCOUNTS[stack_run.stack],
+        facts.WORKLOAD_SERVICE_ACCOUNTS[stack_run.stack],
+    )
     for pool in stack_run.of_type(NODE_POOL):
-        assert pool.inputs["nodeConfig"]["serviceAccount"] == email
+        assert pool.inputs["nodeConfig"]["serviceAccount"] == node_sa
+        assert pool.inputs["nodeConfig"]["serviceAccount"] != workload_sa
 
 
 def test_cpu_pool_for_ray_heads_exists(stack_run):
@@ -54,7 +59,7 @@ def test_cpu_pool_for_ray_heads_exists(stack_run):
 
 def test_multi_host_slices_get_one_node_pool_each_with_hosts_nodes_and_compact_tpu_topology(stack_run):
     for pool in stack_run.config.slice_pools:
-        shape = pool.shape
+        shape = facts.shape(stack_run.stack, pool.name)
         pools = tpu_pools(stack_run, pool.name)
         if shape.multi_host:
             assert len(pools) == pool.slices
@@ -68,10 +73,21 @@ def test_multi_host_slices_get_one_node_pool_each_with_hosts_nodes_and_compact_t
             assert "placementPolicy" not in node_pool
 
 
-def test_machine_types_come_from_the_catalog(stack_run):
-    for pool in stack_run.config.slice_pools:
-        expected = catalog.lookup(pool.generation, pool.topology, pool.machine_type).machine_type
-        assert {p["nodeConfig"]["machineType"] for p in tpu_pools(stack_run, pool.name)} == {expected}
+def test_machine_types_are_the_ones_gke_documents_for_the_shape(stack_run):
+    for pool, shapes in facts.POOLS[stack_run.stack].items():
+        assert {p["nodeConfig"]["machineType"] for p in tpu_pools(stack_run, pool)} == {shapes[0].machine_type}
+
+
+def test_dev_node_pools_literally():
+    from tests.conftest import mocked
+
+    pools = {p["name"]: p for p in (r.inputs for r in mocked("dev").of_type(NODE_POOL))}
+    assert sorted(pools) == ["ray-system", "v6e-dev-0", "v6e-serve-dev"]
+    train = pools["v6e-dev-0"]
+    assert (train["nodeConfig"]["machineType"], train["initialNodeCount"]) == ("ct6e-standard-4t", 4)
+    assert train["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
+    serve = pools["v6e-serve-dev"]
+    assert (serve["nodeConfig"]["machineType"], serve["initialNodeCount"]) == ("ct6e-standard-4t", 1)
 
 
 def test_first_capacity_tier_sets_spot_or_specific_reservation_affinity(stack_run):
@@ -107,16 +123,12 @@ def test_compute_class_priorities_follow_the_capacity_chain_in_order(stack_run):
     classes = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in stack_run.of_type(COMPUTE_CLASS)}
     for pool in stack_run.config.slice_pools:
         spec = classes[pool.name]
-        expected = [(pool.shape, t) for t in pool.capacity]
-        for fb in pool.fallback:
-            expected += [(catalog.lookup(fb.generation, fb.topology), t) for t in fb.capacity]
+        expected = [(facts.shape(stack_run.stack, pool.name), t) for t in pool.capacity]
+        for fb, shape in zip(pool.fallback, facts.fallbacks(stack_run.stack, pool.name), strict=True):
+            expected += [(shape, t) for t in fb.capacity]
         assert len(spec["priorities"]) == len(expected)
         for priority, (shape, tier) in zip(spec["priorities"], expected, strict=True):
-            assert priority["tpu"] == {
-                "type": shape.gke_accelerator,
-                "count": shape.chips_per_host,
-                "topology": shape.topology,
-            }
+            assert priority["tpu"] == {"type": shape.accelerator, "count": shape.chips, "topology": shape.topology}
             assert priority.get("spot", False) is (tier.kind is TierKind.SPOT)
             assert ("flexStart" in priority) is (tier.kind is TierKind.FLEX_START)
             if tier.kind is TierKind.RESERVATION:
@@ -179,7 +191,7 @@ def test_tpu7x_multi_host_pool_is_placed_by_a_workload_policy_not_tpu_topology(t
 
 
 def test_compute_classes_auto_create_pools_with_the_node_service_account_not_the_default(stack_run):
-    (account,) = [r.inputs for r in stack_run.of_type("gcp:serviceaccount/account:Account") if r.name == "gke-nodes"]
-    email = f"{account['accountId']}@{stack_run.config.gcp.project}.iam.gserviceaccount.com"
-    for cc in stack_run.of_type(COMPUTE_CLASS):
-        assert cc.inputs["spec"]["nodePoolConfig"] == {"serviceAccount": email}
+    classes = stack_run.of_type(COMPUTE_CLASS)
+    assert sorted(cc.inputs["metadata"]["name"] for cc in classes) == sorted(facts.POOLS[stack_run.stack])
+    for cc in classes:
+        assert cc.inputs["spec"]["nodePoolConfig"] == {"serviceAccount": facts.NODE_SERVICE_ACCOUNTS[stack_run.stack]}

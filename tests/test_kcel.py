@@ -172,3 +172,20 @@ def test_a_rule_that_cannot_be_evaluated_fails_like_the_api_server() -> None:
     failures = rule_failures(cc)
     assert len(failures) == 2  # both reservations rules call self.specific.size() on an integer
     assert all("spec.priorities[0].reservations: rule could not be evaluated" in f for f in failures)
+
+
+def test_a_rule_on_a_map_sees_its_keys_unescaped() -> None:
+    cc = _cc(
+        nodePoolConfig={"serviceAccount": "n@p.iam.gserviceaccount.com", "instanceMetadata": {"startup-script": "x"}}
+    )
+    assert schema_errors(cc) == []
+    (failure,) = rule_failures(cc)
+    assert failure.startswith("ComputeClass/v6e: spec.nodePoolConfig.instanceMetadata: ")
+
+
+def test_a_null_value_is_not_judged_by_its_rules() -> None:
+    from tpuray.kcel import _check
+
+    schema = {"type": "string", "nullable": True, "x-kubernetes-validations": [{"rule": "self == 'x'"}]}
+    assert list(_check(None, schema, "spec.field")) == []
+    assert [m for _, m, _ in _check("y", schema, "spec.field")] == ["failed rule"]

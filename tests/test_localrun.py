@@ -10,7 +10,6 @@ import yaml
 from tests.conftest import mocked
 from tpuray import catalog
 from tpuray.localrun import job_for_emulator, local_uri, rendered, serve_config_for_emulator
-from tpuray.shared import REPO_ROOT
 
 ROOT = Path("/tmp/stand-in-gcs")
 
@@ -36,20 +35,19 @@ def test_the_job_keeps_the_rendered_entrypoint_except_device_and_bucket_paths():
     assert {k: local[k] for k in unchanged} == {k: original[k] for k in unchanged}
 
 
-def test_every_rewrite_is_listed():
+def test_every_rewrite_is_listed_with_its_reason():
     job = job_for_emulator(rendered(mocked("dev"), "RayJob"), ROOT)
     assert any(r.startswith("--device: tpu -> emulated") for r in job.rewrites)
-    assert any(r.startswith("--data-uri: gs://") for r in job.rewrites)
-    assert any(r.startswith("runtime_env.working_dir: gs://") for r in job.rewrites)
-    assert any(r.startswith("runtime_env.pip: dropped") for r in job.rewrites)
+    assert any(r.startswith("--data-uri: gs://") and "STORAGE_EMULATOR_HOST" in r for r in job.rewrites)
+    assert any(r.startswith("image: rayproject/ray:2.60.0-py312-tpu -> ") for r in job.rewrites)
 
 
-def test_runtime_env_uses_this_checkout_without_pip_installs():
+def test_the_runtime_env_is_kept_as_rendered_bundle_uri_included():
     rayjob = rendered(mocked("dev"), "RayJob")
-    assert "pip" in yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
     job = job_for_emulator(rayjob, ROOT)
-    assert job.runtime_env["working_dir"] == str(REPO_ROOT)
-    assert "pip" not in job.runtime_env and ".venv" in job.runtime_env["excludes"]
+    assert job.runtime_env == yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
+    assert job.runtime_env["working_dir"].startswith("gs://acme-ml-dev-ray/bundles/tpuray-apps-")
+    assert not any("working_dir" in r or "pip" in r for r in job.rewrites)
 
 
 def test_a_reduced_emulated_slice_rewrites_the_topology_arguments_from_the_catalog():
@@ -68,5 +66,5 @@ def test_serve_config_stays_on_loopback_and_reads_the_checkpoint_from_the_stand_
     assert app["import_path"] == original["import_path"]
     assert app["args"]["checkpoint_uri"] == local_uri(original["args"]["checkpoint_uri"], ROOT)
     assert app["args"]["label_selector"] == original["args"]["label_selector"]
-    assert app["runtime_env"]["working_dir"] == f"local://{REPO_ROOT}"
+    assert app["runtime_env"] == original["runtime_env"]  # the bundle's gs:// URI, fetched by Ray
     assert any("loopback" in r for r in rewrites)

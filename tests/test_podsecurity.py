@@ -44,3 +44,10 @@ def test_a_security_context_unknown_during_preview_is_left_out_not_judged() -> N
     worker["volumes"] = [UNKNOWN]
     _, pod = expanded_pods(Resource("kubernetes:ray.io/v1:RayJob", "train-job", job))[1]
     assert "securityContext" not in pod["spec"]["containers"][0] and pod["spec"]["volumes"] == []
+
+
+def test_a_group_without_a_pod_spec_has_no_pod_to_scan() -> None:
+    job = copy.deepcopy(GOOD_JOB)
+    del job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    pods = expanded_pods(Resource("kubernetes:ray.io/v1:RayJob", "train-job", job))
+    assert [where for where, _ in pods] == ["spec.rayClusterSpec.headGroupSpec.template"]

@@ -47,8 +47,11 @@ def fired(violations: list[Violation], level: str = "mandatory") -> set[str]:
 # ---------------------------------------------------------------------------- the rule set
 
 
-def test_every_rule_has_a_good_and_a_bad_fixture() -> None:
-    assert set(BAD) | set(STACK_BAD) == set(RULES_BY_NAME)
+def test_every_rule_has_a_bad_fixture() -> None:
+    # Per rule; per code path is measured: `make test` holds tpuray/policies/ at 100 % branch
+    # coverage (tests/coverage_gate.py), and test_policy_branches.py runs the per-path fixtures.
+    per_path = {p.parent.name for p in [*FIXTURES.glob("bad/*/*.yaml"), *FIXTURES.glob("stack/*/bad-*.yaml")]}
+    assert set(BAD) | set(STACK_BAD) | per_path == set(RULES_BY_NAME)
     assert (FIXTURES / "stack" / "good.yaml").is_file() and list((FIXTURES / "good").glob("*.yaml"))
 
 
@@ -179,3 +182,21 @@ def test_every_branch_fixture_names_an_existing_rule() -> None:
 
 def test_tpu_as_a_limit_only_is_valid_as_kubernetes_copies_it_into_the_request() -> None:
     assert check([str(FIXTURES / "good" / "raycluster-tpu-limit-only.yaml")], "prod", "2.60.0", []) == []
+
+
+def test_kuberay_name_rule_does_not_judge_a_name_unknown_during_preview() -> None:
+    from tpuray.policies.core import UNKNOWN
+
+    job = yaml.safe_load((FIXTURES / "good" / "rayjob.yaml").read_text())
+    job["metadata"]["name"] = UNKNOWN
+    rule = RULES_BY_NAME["kuberay-object-name"]
+    assert list(rule.resource_check(Resource("kubernetes:ray.io/v1:RayJob", "train-job", job), {})) == []
+
+
+def test_crd_rules_ignore_a_kind_no_packaged_crd_defines() -> None:
+    cron = {"apiVersion": "ray.io/v1", "kind": "RayCronJob", "metadata": {"name": "nightly"}, "spec": {"bogus": 1}}
+    resource = Resource("kubernetes:ray.io/v1:RayCronJob", "nightly", cron)
+    assert [list(RULES_BY_NAME[n].resource_check(resource, {})) for n in ("crd-schema", "crd-validation-rules")] == [
+        [],
+        [],
+    ]

@@ -94,3 +94,16 @@ def test_updates_of_one_stack_share_one_concurrency_group_and_are_never_cancelle
 
 def test_actionlint_binary_is_the_one_from_the_venv() -> None:
     assert shutil.which("actionlint", path=str(ACTIONLINT.parent)) == str(ACTIONLINT)
+
+
+def test_an_up_builds_and_pushes_images_and_uploads_the_bundle_before_pulumi_with_the_digests() -> None:
+    steps = _load("pulumi.yml")["jobs"]["pulumi"]["steps"]
+    names = [s.get("id") or str(s.get("uses", "")) for s in steps]
+    artifacts = steps[names.index("artifacts")]
+    pulumi = next(s for s in steps if str(s.get("uses", "")).startswith("pulumi/actions@"))
+    assert names.index("artifacts") < steps.index(pulumi)
+    assert artifacts["if"] == "${{ inputs.command == 'up' }}"
+    script = artifacts["run"]
+    assert script.index("tpuray images") < script.index("docker buildx build --push") < script.index("tpuray bundle")
+    assert "gcloud storage cp --no-clobber" in script
+    assert pulumi["with"]["config-map"] == "${{ steps.artifacts.outputs.config-map }}"

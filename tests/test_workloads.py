@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
 import yaml
 
+from tests import facts
 from tpuray.mockrun import StackRun
 
 RAY_KINDS = ("RayJob", "RayService", "RayCluster")
@@ -41,13 +43,12 @@ def test_every_stack_declares_its_configured_workloads(stack_run):
     assert kinds == expected
 
 
-def expected_groups(pool, role: str, slices: int) -> list[tuple[str, object, object, int]]:
-    """(group name, shape, tier, replicas): one per tier, then per fallback shape and tier."""
-    from tpuray import catalog
-
-    groups = [(f"{role}-{t.kind.value}", pool.shape, t, slices if i == 0 else 0) for i, t in enumerate(pool.capacity)]
-    for fb in pool.fallback:
-        shape = catalog.lookup(fb.generation, fb.topology)
+def expected_groups(run: StackRun, pool, role: str, slices: int) -> list[tuple[str, facts.Shape, object, int]]:
+    """(group name, shape, tier, replicas): one per tier, then per fallback shape and tier.
+    Shapes are literal (tests/facts.py), not the catalog's."""
+    shape = facts.shape(run.stack, pool.name)
+    groups = [(f"{role}-{t.kind.value}", shape, t, slices if i == 0 else 0) for i, t in enumerate(pool.capacity)]
+    for fb, shape in zip(pool.fallback, facts.fallbacks(run.stack, pool.name), strict=True):
         groups += [(f"{role}-{shape.generation}-{t.kind.value}", shape, t, 0) for t in fb.capacity]
     return groups
 
@@ -60,22 +61,44 @@ def test_one_worker_group_per_capacity_tier_the_first_holding_the_slices(stack_r
         workload = workload_of(stack_run, obj)
         pool = stack_run.config.pool(workload.pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
-        expected = expected_groups(pool, ROLES[obj["kind"]], slices_of(workload))
+        expected = expected_groups(stack_run, pool, ROLES[obj["kind"]], slices_of(workload))
         assert [(g["groupName"], g["replicas"]) for g in groups] == [(n, r) for n, _, _, r in expected]
         assert all(g["minReplicas"] == 0 and g["maxReplicas"] == slices_of(workload) for g in groups)
         assert cluster_spec(obj)["enableInTreeAutoscaling"] is (len(groups) > 1)
 
 
-def test_tpu_worker_groups_have_hosts_and_chips_from_the_catalog(stack_run):
+def test_tpu_worker_groups_have_the_slices_hosts_and_chips(stack_run):
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
-        for group, (_, shape, _, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
+        for group, (_, shape, _, _) in zip(
+            groups, expected_groups(stack_run, pool, ROLES[obj["kind"]], 1), strict=True
+        ):
             assert group["numOfHosts"] == shape.hosts
             (container,) = group["template"]["spec"]["containers"]
             resources = container["resources"]
-            assert resources["requests"]["google.com/tpu"] == str(shape.chips_per_host)
-            assert resources["limits"]["google.com/tpu"] == str(shape.chips_per_host)
+            assert resources["requests"]["google.com/tpu"] == str(shape.chips)
+            assert resources["limits"]["google.com/tpu"] == str(shape.chips)
+
+
+def test_dev_train_job_worker_group_literally():
+    from tests.conftest import mocked
+
+    (job,) = [o for o in ray_objects(mocked("dev")) if o["kind"] == "RayJob"]
+    spot, on_demand = cluster_spec(job)["workerGroupSpecs"]
+    assert (spot["groupName"], spot["replicas"], spot["numOfHosts"]) == ("train-spot", 1, 4)
+    assert (on_demand["groupName"], on_demand["replicas"], on_demand["numOfHosts"]) == ("train-on-demand", 0, 4)
+    (container,) = spot["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["google.com/tpu"] == "4"
+    assert container["resources"]["requests"]["google.com/tpu"] == "4"
+    assert spot["template"]["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/compute-class": "v6e-dev",
+        "cloud.google.com/gke-spot": "true",
+    }
+    assert spot["labels"]["ray.io/market-type"] == "spot"
+    assert on_demand["labels"]["ray.io/market-type"] == "on-demand"
 
 
 def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_tier(stack_run):
@@ -87,7 +110,9 @@ def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_t
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
-        for group, (_, shape, tier, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
+        for group, (_, shape, tier, _) in zip(
+            groups, expected_groups(stack_run, pool, ROLES[obj["kind"]], 1), strict=True
+        ):
             pod = group["template"]["spec"]
             by_tier = (
                 tier_selector[tier.kind.value]
@@ -95,7 +120,7 @@ def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_t
                 else {"cloud.google.com/reservation-name": tier.reservation.name}
             )
             assert pod["nodeSelector"] == {
-                "cloud.google.com/gke-tpu-accelerator": shape.gke_accelerator,
+                "cloud.google.com/gke-tpu-accelerator": shape.accelerator,
                 "cloud.google.com/gke-tpu-topology": shape.topology,
                 "cloud.google.com/compute-class": pool.name,
                 **by_tier,
@@ -129,7 +154,9 @@ def test_worker_group_ray_labels_carry_market_type_tier_pool_and_generation(stac
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
-        for group, (_, shape, tier, _) in zip(groups, expected_groups(pool, ROLES[obj["kind"]], 1), strict=True):
+        for group, (_, shape, tier, _) in zip(
+            groups, expected_groups(stack_run, pool, ROLES[obj["kind"]], 1), strict=True
+        ):
             assert group["labels"] == {
                 "ray.io/market-type": tier.market_type,
                 "tpuray.dev/capacity-tier": tier.kind.value,
@@ -176,9 +203,9 @@ def test_train_job_has_deadlines_and_cleans_up(stack_run):
     assert spec["ttlSecondsAfterFinished"] == train.ttl_seconds_after_finished
 
 
-def test_train_entrypoint_passes_the_catalog_topology_to_the_app(stack_run):
+def test_train_entrypoint_passes_the_slice_shape_to_the_app(stack_run):
     train = stack_run.config.workloads.train
-    shape = stack_run.config.pool(train.pool).shape
+    shape = facts.shape(stack_run.stack, train.pool)
     (job,) = [o for o in ray_objects(stack_run) if o["kind"] == "RayJob"]
     argv = shlex.split(job["spec"]["entrypoint"])
     assert argv[:3] == ["python", "-m", "ray_apps.train"]
@@ -186,22 +213,26 @@ def test_train_entrypoint_passes_the_catalog_topology_to_the_app(stack_run):
     assert args["--accelerator-type"] == shape.ray_accelerator_type
     assert args["--topology"] == shape.topology
     assert args["--hosts-per-slice"] == str(shape.hosts)
-    assert args["--chips-per-host"] == str(shape.chips_per_host)
+    assert args["--chips-per-host"] == str(shape.chips)
     assert args["--slices"] == str(train.slices)
     assert args["--storage-uri"] == train.storage_uri
     runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
-    assert runtime_env["working_dir"] == stack_run.config.workloads.code_uri
-    assert any(p.startswith("optax==") for p in runtime_env["pip"])
+    # The bundle by content hash under the stack's bundleUri; no pip: the image carries the deps.
+    assert re.fullmatch(
+        re.escape(stack_run.config.workloads.bundle_uri) + r"/tpuray-apps-[0-9a-f]{16}\.zip", runtime_env["working_dir"]
+    )
+    assert set(runtime_env) == {"working_dir"}
 
 
-def test_serve_service_has_unhealthy_thresholds_and_a_topology_for_its_app(stack_run):
+def test_serve_service_upgrades_on_a_new_cluster_without_no_op_thresholds_and_has_a_topology(stack_run):
     serve = stack_run.config.workloads.serve
     (service,) = [o for o in ray_objects(stack_run) if o["kind"] == "RayService"]
     spec = service["spec"]
-    assert spec["serviceUnhealthySecondThreshold"] == serve.service_unhealthy_seconds
-    assert spec["deploymentUnhealthySecondThreshold"] == serve.deployment_unhealthy_seconds
+    # KubeRay ignores the unhealthy thresholds since late 2023 (kuberay PRs 1664, 1665).
+    assert "serviceUnhealthySecondThreshold" not in spec and "deploymentUnhealthySecondThreshold" not in spec
+    assert spec["upgradeStrategy"] == {"type": "NewCluster"}
     (app,) = yaml.safe_load(spec["serveConfigV2"])["applications"]
-    shape = stack_run.config.pool(serve.pool).shape
+    shape = facts.shape(stack_run.stack, serve.pool)
     assert app["import_path"] == "ray_apps.serve:build_app"
     assert (app["args"]["accelerator_type"], app["args"]["topology"]) == (shape.ray_accelerator_type, shape.topology)
     assert app["args"]["backend"] == serve.backend
@@ -220,7 +251,8 @@ def test_nothing_is_exposed_outside_the_cluster(stack_run):
 def test_workload_identity_binds_the_kubernetes_service_account_to_a_gcp_one(stack_run):
     (ksa,) = [r.inputs for r in stack_run.kubernetes_objects() if r.inputs["kind"] == "ServiceAccount"]
     gsa = ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
-    assert gsa.endswith(f"@{stack_run.config.gcp.project}.iam.gserviceaccount.com")
+    assert gsa == facts.WORKLOAD_SERVICE_ACCOUNTS[stack_run.stack]
+    assert gsa != facts.NODE_SERVICE_ACCOUNTS[stack_run.stack]
     (binding,) = stack_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
     ns = stack_run.config.workloads.namespace
     assert binding.inputs["member"] == f"serviceAccount:{stack_run.config.gcp.project}.svc.id.goog[{ns}/ray-workload]"

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tpuray import catalog, gcp_rules
+from tpuray import catalog, gcp_rules, gke_versions
 from tpuray.security_config import (
     BinaryAuthorizationConfig,
     MaintenanceConfig,
@@ -211,8 +211,9 @@ class ServeWorkload(_Model):
     model_id: str = Field("google/gemma-3-4b-it", alias="modelId")
     checkpoint_uri: str | None = Field(None, alias="checkpointUri")
     replicas: int = Field(1, ge=1)
+    # How long the Serve app may stay out of RUNNING before the stuck-deploy alert fires
+    # (tpuray.observe). Not rendered into the RayService: KubeRay ignores that field since 2023.
     service_unhealthy_seconds: int = Field(900, alias="serviceUnhealthySecondThreshold", ge=60)
-    deployment_unhealthy_seconds: int = Field(600, alias="deploymentUnhealthySecondThreshold", ge=60)
     gateway: ServeGateway | None = None  # the GKE Gateway in front of Serve (docs/security.md)
 
 
@@ -223,7 +224,9 @@ class InteractiveCluster(_Model):
 
 class WorkloadsConfig(_Model):
     namespace: str = "ray"
-    code_uri: str = Field("gs://CHANGE-ME/tpuray-apps.zip", alias="codeUri")
+    # gs://BUCKET[/PREFIX] the deploy workflow uploads `tpuray bundle` zips to; the rendered
+    # working_dir is <bundleUri>/tpuray-apps-<sha256[:16]>.zip (tpuray/bundle.py).
+    bundle_uri: str = Field("gs://change-me/bundles", alias="bundleUri")
     train: TrainWorkload | None = None
     serve: ServeWorkload | None = None
     interactive: InteractiveCluster | None = None
@@ -231,11 +234,18 @@ class WorkloadsConfig(_Model):
     admin_cidrs: list[str] = Field(default_factory=list, alias="adminCidrs")
 
 
+IMAGE_NAMES = ("ray-tpu", "serve-llm")  # images/<name>/Dockerfile (tpuray/images.py)
+
+
 class ImagesConfig(_Model):
-    """Where the stack's images are pushed: the Artifact Registry docker repository the
-    Terraform foundation declares (its output image_repository)."""
+    """The images built from images/ and where they are pushed (docs/ci.md).
+
+    `repository` is the Artifact Registry docker repository the Terraform foundation
+    declares (its output image_repository); `digests` are handed in by the deploy workflow
+    after it pushed the images (config-map `tpuray:images` of `pulumi up`)."""
 
     repository: str | None = None  # REGION-docker.pkg.dev/PROJECT/REPO
+    digests: dict[str, str] = Field(default_factory=dict)  # image name -> sha256:<64 hex>
 
 
 class TerraformOutputs(_Model):
@@ -368,6 +378,11 @@ def _pydantic_lines(err: ValidationError) -> list[str]:
             )
         elif kind == "missing":
             lines.append(f"{key}: missing; this key is required")
+        elif kind == "extra_forbidden" and loc == ("workloads", "codeUri"):
+            lines.append(
+                f"{key}: was replaced by {NAMESPACE}:workloads.bundleUri (gs://BUCKET[/PREFIX]); the zip is named by "
+                "its content hash: see docs/apps.md"
+            )
         elif kind == "extra_forbidden":
             lines.append(f"{key}: unknown key (value {_show(e['input'])}); check the spelling in docs/configuration.md")
         else:
@@ -478,6 +493,9 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += hardening_lines(f"{NAMESPACE}:cluster", cfg.cluster, cfg.ray.tpu_image)
     gateway = cfg.workloads.serve.gateway if cfg.workloads.serve else None
     lines += network_lines(f"{NAMESPACE}:workloads", cfg.workloads.admin_cidrs, gateway, f"{NAMESPACE}:workloads.serve")
+    lines += _delivery_lines(cfg)
+    if not lines:  # floors only matter for an otherwise valid stack (its pools parse)
+        lines += gke_versions.version_lines(cfg)
     return lines
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from tpuray import catalog, labels
+from tpuray import catalog, labels, storage_emulator
 from tpuray.mockrun import StackRun
 
 STATE_FILE = "state.json"
@@ -61,6 +61,9 @@ BASE_ENV = {
     "JAX_PLATFORMS": "cpu",
     "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
 }
+# With `delivery` (what `tpuray local up` starts): hosts import ray_apps only from the
+# runtime_env working_dir, as from the ray-tpu image (tpuray/image_site/sitecustomize.py).
+IMAGE_SITE = Path(__file__).resolve().parent / "image_site"
 
 
 class EmulatorError(RuntimeError):
@@ -158,8 +161,12 @@ class Plan:
 
 
 def default_max_hosts() -> int:
+    return max_hosts_for(psutil.virtual_memory().available)
+
+
+def max_hosts_for(available_bytes: int) -> int:
     """Hosts that fit in half the available memory (the rest stays for the workloads)."""
-    budget = psutil.virtual_memory().available // 2 - HEAD_MEMORY_BYTES
+    budget = available_bytes // 2 - HEAD_MEMORY_BYTES
     return max(int(budget // HOST_MEMORY_BYTES), 1)
 
 
@@ -311,6 +318,8 @@ class ClusterState:
     slices: list[SliceSpec] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     hosts: list[HostRecord] = field(default_factory=list)
+    storage_host: str = ""  # http://127.0.0.1:<port>: the GCS emulator (STORAGE_EMULATOR_HOST)
+    storage: list[ProcessRecord] = field(default_factory=list)
 
     @property
     def ray_dir(self) -> str:
@@ -329,15 +338,21 @@ class ClusterState:
             raise EmulatorError(f"no emulated cluster at {state_dir} ({STATE_FILE} missing)")
         raw = json.loads(path.read_text())
         raw["slices"] = [SliceSpec(**s) for s in raw["slices"]]
+        raw["storage"] = [ProcessRecord(**p) for p in raw.get("storage", [])]
         raw["hosts"] = [
             HostRecord(**{**h, "processes": [ProcessRecord(**p) for p in h["processes"]]}) for h in raw["hosts"]
         ]
         return cls(**raw)
 
 
+def local_root() -> Path:
+    """Where every emulated cluster keeps its state folder ($TPURAY_LOCAL_DIR)."""
+    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT))
+
+
 def state_dir_for(name: str) -> Path:
     # Kept short on purpose: Ray puts Unix sockets under it and sun_path is 107 bytes.
-    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT)) / name
+    return local_root() / name
 
 
 # ---------------------------------------------------------------------------- processes
@@ -374,6 +389,11 @@ def _marked(ray_dir: str) -> list[psutil.Process]:
             if proc.pid != me and any(ray_dir in part for part in (proc.info["cmdline"] or [])):
                 found.append(proc)
     return found
+
+
+def marked_processes(path: str) -> list[psutil.Process]:
+    """Processes (other than this one) whose command line names `path`."""
+    return _marked(path)
 
 
 def kill_processes(procs: Sequence[psutil.Process], grace_s: float = 3.0) -> list[int]:
@@ -467,6 +487,7 @@ class EmulatedCluster:
     def pids(self) -> list[int]:
         """Every PID this cluster started that is still running (recorded trees plus children)."""
         recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
+        recorded += [p for r in self.state.storage if (p := r.process()) is not None]
         return sorted({p.pid for p in _tree(recorded)} | {p.pid for p in _marked(self.state.ray_dir)})
 
     def is_alive(self) -> bool:
@@ -486,11 +507,14 @@ class EmulatedCluster:
         host_cpus: int = HOST_CPUS,
         dashboard: bool = False,
         progress: ProgressFn | None = None,
+        delivery: bool = False,
     ) -> EmulatedCluster:
         """Start a head plus one raylet per emulated TPU host on 127.0.0.1.
 
         `stack` is a mocked StackRun (planned with `plan_slices` and `max_hosts`), a Plan, or
-        explicit SliceSpecs. With `detach=False` the nodes die with this process."""
+        explicit SliceSpecs. With `detach=False` the nodes die with this process. With
+        `delivery`, a GCS emulator starts first and the hosts fetch code the way GKE pods do:
+        from the runtime_env working_dir only (see IMAGE_SITE)."""
         if isinstance(stack, Plan):
             plan = stack
         elif isinstance(stack, StackRun):
@@ -517,11 +541,20 @@ class EmulatedCluster:
         state.save()
         self = cls(state)
         try:
+            if delivery:
+                self._start_storage()
             self._start_nodes(plan, detach=detach, host_cpus=host_cpus, dashboard=dashboard, progress=progress)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_storage(self) -> None:
+        proc, host = storage_emulator.start(self.state_dir / "gcs-emulator", _free_port())
+        ps = psutil.Process(proc.pid)
+        self.state.storage = [ProcessRecord(proc.pid, ps.create_time(), "gcs_emulator")]
+        self.state.storage_host = host
+        self.state.save()
 
     def _start_nodes(
         self, plan: Plan, *, detach: bool, host_cpus: int, dashboard: bool, progress: ProgressFn | None
@@ -532,6 +565,9 @@ class EmulatedCluster:
         state = self.state
         total = plan.hosts + 1
         base = {**BASE_ENV, "RAY_TMPDIR": state.state_dir}  # Ray appends /ray itself
+        if state.storage_host:
+            base[storage_emulator.HOST_ENV] = state.storage_host
+            base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMAGE_SITE), os.environ.get("PYTHONPATH")]))
         common = {
             "node_ip_address": "127.0.0.1",
             "temp_dir": state.ray_dir,
@@ -611,6 +647,7 @@ class EmulatedCluster:
     def stop(self, remove_dir: bool = True) -> list[int]:
         """Kill this cluster's processes (and only these). Returns PIDs that survived."""
         recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
+        recorded += [p for r in self.state.storage if (p := r.process()) is not None]  # last: after the hosts
         # Hosts first, head last: raylets that lose the GCS first spend seconds retrying.
         leftover = kill_processes(_tree(recorded) + _marked(self.state.ray_dir))
         leftover += kill_processes(_marked(self.state.ray_dir))
@@ -651,6 +688,7 @@ def launch_detached(
     dashboard: bool = False,
     progress: ProgressFn | None = None,
     timeout_s: float = 300,
+    delivery: bool = False,
 ) -> EmulatedCluster:
     """Start the cluster from a launcher in its own session; return once it is ready.
 
@@ -666,9 +704,18 @@ def launch_detached(
     cmd = [sys.executable, "-m", "tpuray.emulator", "launch", "--state-dir", str(state_dir), "--name", name]
     if dashboard:
         cmd.append("--dashboard")
+    if delivery:
+        cmd.append("--delivery")
     env = {**os.environ, **BASE_ENV}
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, env=env
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+        # With delivery the hosts must not find the checkout's ray_apps in their working directory.
+        cwd=state_dir if delivery else None,
     )
     log.close()
     deadline = time.monotonic() + timeout_s
@@ -712,6 +759,7 @@ def _launch_main(argv: list[str]) -> int:
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--dashboard", action="store_true")
+    parser.add_argument("--delivery", action="store_true")
     args = parser.parse_args(argv)
     # Progress goes to a private duplicate of the pipe; fds 1 and 2 go to the log so the
     # long-lived Ray processes never inherit (and hold open) the parent's pipe.
@@ -736,6 +784,7 @@ def _launch_main(argv: list[str]) -> int:
             name=args.name,
             detach=True,
             dashboard=args.dashboard,
+            delivery=args.delivery,
             progress=lambda what, done, total: emit(event="progress", what=what, done=done, total=total),
         )
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then re-raised

@@ -35,3 +35,6 @@ COST_TIER = "tpuray-tier"  # spot | reservation | on-demand | flex-start | syste
 # own ray.io/cluster value is generated for RayJob and RayService clusters, so it cannot be named.
 RAY_OBJECT = "tpuray.dev/ray-object"  # the RayJob / RayService / RayCluster the pod belongs to
 RAY_NODE = "tpuray.dev/ray-node"  # head | worker
+# Pod template annotation: the pinned rayproject/ray -tpu base a built image is FROM (the
+# image's OCI label org.opencontainers.image.base.name, repeated where policies can read it).
+BASE_IMAGE = "tpuray.dev/base-image"

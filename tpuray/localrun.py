@@ -1,18 +1,23 @@
 """Adapt a stack's rendered RayJob / RayService to the local emulator, visibly.
 
-The emulator runs the very entrypoint, runtime env and Serve config the stack renders.
-Only what cannot exist on this machine is rewritten, and every rewrite is listed:
-- gs://bucket/path becomes <root>/gcs/bucket/path (a local stand-in for the bucket);
-- the runtime env's working_dir (a zip in GCS) becomes this checkout, and its pip list is
-  dropped (the emulator's Ray already runs in this project's virtualenv);
+The emulator runs the very entrypoint, runtime env and Serve config the stack renders. The
+runtime env is untouched: its working_dir is the bundle's gs:// URI, which `local run`
+uploads to the emulator's GCS emulator and Ray's own runtime_env machinery downloads and
+unpacks on the emulated hosts (tpuray/storage_emulator.py). Only what cannot exist on
+this machine is rewritten, and every rewrite is listed with its reason
+(`tpuray local run WORKLOAD STACK --explain`):
+- the image: this virtualenv stands in for it (`python` is its interpreter);
 - `--device tpu` becomes `--device emulated` (JAX on CPU with gloo collectives);
+- data and checkpoint gs:// URIs become <root>/gcs/bucket/path (DATA_REASON);
 - when the emulator had to shrink a topology, the topology arguments follow the slice it
-  actually emulates (from the catalog).
+  actually emulates (from the catalog);
+- Serve's HTTP proxy binds 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -27,11 +32,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rich.console import Console
 
-from tpuray import catalog, labels
+from tpuray import bundle, catalog, labels, storage_emulator
 from tpuray.catalog import SliceShape
 from tpuray.cli import UserError
 from tpuray.mockrun import StackRun
-from tpuray.shared import REPO_ROOT
 
 if TYPE_CHECKING:
     from tpuray.emulator import EmulatedCluster
@@ -40,6 +44,15 @@ RESULT_PREFIX = "TPURAY_RESULT "  # the apps' machine-readable summary line
 LOSS_LINE = re.compile(r"\bstep (\d+) loss ([0-9.eE+-]+)")  # ray_apps.train progress lines
 # POST /predict body (docs/apps.md): raw rows of sqft, rooms, age_years, distance_km, income_k.
 SAMPLE_REQUEST: dict[str, Any] = {"instances": [[1450.0, 3.0, 12.0, 8.5, 95.0], [2600.0, 5.0, 3.0, 22.0, 160.0]]}
+
+# Why data and checkpoints keep a local folder: Ray Data and Ray Train open gs:// through
+# pyarrow's GcsFileSystem (google-cloud-cpp), which ignores STORAGE_EMULATOR_HOST; reaching
+# the emulator would need app code that GKE never runs (an explicit endpoint override).
+DATA_REASON = "pyarrow's gs:// filesystem ignores STORAGE_EMULATOR_HOST: a local folder stands in for the bucket"
+IMAGE_REASON = (
+    "this virtualenv stands in for the image: Ray, JAX, optax at the lock's versions; ray_apps only from the bundle"
+)
+MISSING_IMPORT = "No module named 'ray_apps'"
 
 SHAPE_FLAGS = ("--accelerator-type", "--topology", "--hosts-per-slice", "--chips-per-host")
 SHAPE_ARGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
@@ -66,15 +79,10 @@ def _shape_values(shape: SliceShape) -> tuple[str, str, str, str]:
     return (shape.ray_accelerator_type, shape.topology, str(shape.hosts), str(shape.chips_per_host))
 
 
-def _local_runtime_env(runtime_env: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
-    env = dict(runtime_env)
-    if "working_dir" in env:
-        rewrites.append(f"runtime_env.working_dir: {env['working_dir']} -> {REPO_ROOT}")
-        env["working_dir"] = str(REPO_ROOT)
-    if env.pop("pip", None):
-        rewrites.append("runtime_env.pip: dropped (the emulator runs in this project's virtualenv)")
-    env["excludes"] = [".venv", ".git", "*.egg-info", "out", "build"]
-    return env
+def _image_rewrite(manifest: dict[str, Any]) -> str:
+    head = labels.ray_cluster_spec(manifest).get("headGroupSpec", {})
+    image = ((head.get("template") or {}).get("spec") or {}).get("containers", [{}])[0].get("image")
+    return f"image: {image} -> {sys.prefix} ({IMAGE_REASON})"
 
 
 def job_for_emulator(rayjob: dict[str, Any], root: Path, emulated: SliceShape | None = None) -> LocalJob:
@@ -86,7 +94,7 @@ def job_for_emulator(rayjob: dict[str, Any], root: Path, emulated: SliceShape | 
         value = argv[i + 1]
         if value.startswith("gs://"):
             argv[i + 1] = local_uri(value, root)
-            rewrites.append(f"{token}: {value} -> {argv[i + 1]}")
+            rewrites.append(f"{token}: {value} -> {argv[i + 1]} ({DATA_REASON})")
         elif token == "--device" and value == "tpu":
             argv[i + 1] = "emulated"
             rewrites.append("--device: tpu -> emulated (JAX on CPU, gloo collectives)")
@@ -96,7 +104,8 @@ def job_for_emulator(rayjob: dict[str, Any], root: Path, emulated: SliceShape | 
                 old = argv[argv.index(flag) + 1]
                 argv[argv.index(flag) + 1] = new
                 rewrites.append(f"{flag}: {old} -> {new} (the emulated slice)")
-    runtime_env = _local_runtime_env(yaml.safe_load(spec.get("runtimeEnvYAML") or "{}") or {}, rewrites)
+    runtime_env = yaml.safe_load(spec.get("runtimeEnvYAML") or "{}") or {}
+    rewrites.append(_image_rewrite(rayjob))
     return LocalJob(entrypoint=shlex.join(argv), runtime_env=runtime_env, rewrites=rewrites)
 
 
@@ -105,25 +114,20 @@ def serve_config_for_emulator(
 ) -> tuple[dict[str, Any], list[str]]:
     """The RayService's serveConfigV2 for Serve's REST API on the emulator (loopback only)."""
     config = yaml.safe_load(rayservice["spec"]["serveConfigV2"])
-    rewrites: list[str] = []
+    rewrites: list[str] = [_image_rewrite(rayservice)]
     for app in config["applications"]:
-        app["runtime_env"] = _local_runtime_env(app.get("runtime_env") or {}, rewrites)
-        # Serve's REST API takes remote URIs only, or local:// for a directory every node
-        # already has: all emulated nodes share this machine's filesystem.
-        app["runtime_env"]["working_dir"] = f"local://{REPO_ROOT}"
-        app["runtime_env"].pop("excludes", None)
         args = app.setdefault("args", {})
         for key, value in list(args.items()):
             if isinstance(value, str) and value.startswith("gs://"):
                 args[key] = local_uri(value, root)
-                rewrites.append(f"args.{key}: {value} -> {args[key]}")
+                rewrites.append(f"args.{key}: {value} -> {args[key]} ({DATA_REASON})")
         if emulated is not None:
             for key, new in zip(SHAPE_ARGS, _shape_values(emulated), strict=True):
                 if key in args and str(args[key]) != new:
                     rewrites.append(f"args.{key}: {args[key]} -> {new} (the emulated slice)")
                     args[key] = type(args[key])(new) if not isinstance(args[key], str) else new
     config["http_options"] = {"host": "127.0.0.1", "port": http_port}
-    rewrites.append(f"http_options: 127.0.0.1:{http_port} (loopback only)")
+    rewrites.append(f"http_options: 127.0.0.1:{http_port} (addresses: loopback only on a shared machine)")
     return config, rewrites
 
 
@@ -131,6 +135,7 @@ def serve_config_for_emulator(
 
 DATA_ROWS = 4096  # what `local run` generates when the job's data location is empty
 SERVE_READY_TIMEOUT_S = 180.0
+SERVE_HTTP_PORT = 8000  # Serve's HTTP proxy on the emulator (127.0.0.1 only)
 
 
 def gcs_root() -> Path:
@@ -168,7 +173,7 @@ def _python(entrypoint: str, rewrites: list[str]) -> str:
     argv = shlex.split(entrypoint)
     if argv and argv[0] == "python":
         argv[0] = sys.executable
-        rewrites.append(f"python -> {sys.executable}")
+        rewrites.append(f"python -> {sys.executable} (the image's interpreter is this virtualenv's)")
     return shlex.join(argv)
 
 
@@ -189,6 +194,49 @@ def _has_files(path: str) -> bool:
     return p.is_dir() and any(f.is_file() for f in p.rglob("*"))
 
 
+def deliver(cluster: EmulatedCluster, runtime_env: dict[str, Any], rewrites: list[str], bundle_zip: Path | None) -> str:
+    """Put the bundle the runtime env names on the GCS emulator; return the working_dir URI.
+
+    Without `bundle_zip`: the bundle built from ray_apps/ now, which is the object the
+    rendered URI names (same sources, same bytes, same hash). With it: that zip, uploaded
+    under its own content hash, and the working_dir rewrite is listed."""
+    uri = runtime_env.get("working_dir")
+    if not isinstance(uri, str) or not uri.startswith("gs://"):
+        raise UserError(f"the rendered runtime_env.working_dir is {uri!r}; expected the bundle's gs:// URI")
+    host = cluster.state.storage_host
+    if not host:
+        raise UserError(
+            "the emulated cluster runs without its GCS emulator (started by an older tpuray): "
+            "`tpuray local down` and `tpuray local up` again"
+        )
+    if bundle_zip is None:
+        built = bundle.current()
+        if not storage_emulator.exists(host, uri):  # content-addressed: an existing object is these bytes
+            storage_emulator.upload(host, uri, built.data)
+        return uri
+    try:
+        data = bundle_zip.read_bytes()
+    except OSError as exc:
+        raise UserError(f"--bundle {bundle_zip}: cannot read it ({exc.strerror})") from None
+    name = f"{bundle.NAME_PREFIX}{hashlib.sha256(data).hexdigest()[: bundle.HASH_CHARS]}.zip"
+    new_uri = f"{uri.rsplit('/', 1)[0]}/{name}"
+    storage_emulator.upload(host, new_uri, data)
+    rewrites.append(
+        f"runtime_env.working_dir: {uri} -> {new_uri} (--bundle {bundle_zip} asked for on the command line)"
+    )
+    runtime_env["working_dir"] = new_uri
+    return new_uri
+
+
+def _import_hint(text: str, working_dir: str | None) -> str:
+    if MISSING_IMPORT not in text:
+        return ""
+    return (
+        f"; ModuleNotFoundError: {MISSING_IMPORT} in the working_dir {working_dir}: Ray strips a zip's single "
+        f"top-level directory, so the bundle must hold {bundle.WRAPPER}/ray_apps/ (build it with `tpuray bundle`)"
+    )
+
+
 def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console, timeout_s: float) -> dict[str, Any]:
     """Submit through the Ray Jobs API, stream the logs, return the TPURAY_RESULT summary."""
     from ray.job_submission import JobStatus, JobSubmissionClient
@@ -196,13 +244,17 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
     client = JobSubmissionClient(cluster.state.dashboard_url)
     job_id = client.submit_job(entrypoint=job.entrypoint, runtime_env=job.runtime_env)
     console.print(f"[bold]submitted[/] {job_id} to {cluster.state.dashboard_url}")
+    console.print(f"working_dir {job.runtime_env.get('working_dir')} (GCS emulator {cluster.state.storage_host})")
     result: dict[str, Any] = {}
 
     losses: dict[int, float] = {}
+    missing_import = False
 
     async def stream() -> None:
+        nonlocal missing_import
         async for chunk in client.tail_job_logs(job_id):
             for line in chunk.splitlines():
+                missing_import = missing_import or MISSING_IMPORT in line
                 if line.startswith(RESULT_PREFIX):
                     result.update(json.loads(line[len(RESULT_PREFIX) :]))
                 elif match := LOSS_LINE.search(line):
@@ -217,15 +269,26 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
     status = client.get_job_status(job_id)
     if status != JobStatus.SUCCEEDED:
         info = client.get_job_info(job_id)
-        raise UserError(f"job {job_id} ended {status.value}: {info.message}", code=1)
+        hint = _import_hint(
+            f"{info.message} {MISSING_IMPORT if missing_import else ''}", job.runtime_env.get("working_dir")
+        )
+        raise UserError(f"job {job_id} ended {status.value}{hint}: {info.message}", code=1)
     if losses:
         result["loss_by_step"] = dict(sorted(losses.items()))
     return result
 
 
-def run_data(cluster: EmulatedCluster, stack: StackRun, console: Console, rows: int, timeout_s: float) -> dict:
+def run_data(
+    cluster: EmulatedCluster,
+    stack: StackRun,
+    console: Console,
+    rows: int,
+    timeout_s: float,
+    bundle_zip: Path | None = None,
+) -> dict:
     """Generate (when empty) and read the RayJob's data set, with the RayJob's runtime env."""
     job = job_for_emulator(rendered(stack, "RayJob"), gcs_root())
+    deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
     data_uri = job.argument("--data-uri")
     if data_uri is None:
         raise UserError("the RayJob's entrypoint has no --data-uri")
@@ -238,9 +301,17 @@ def run_data(cluster: EmulatedCluster, stack: StackRun, console: Console, rows: 
     return submit_and_stream(cluster, data_job, console, timeout_s)
 
 
-def run_train(cluster: EmulatedCluster, stack: StackRun, console: Console, steps: int | None, timeout_s: float) -> dict:
+def run_train(
+    cluster: EmulatedCluster,
+    stack: StackRun,
+    console: Console,
+    steps: int | None,
+    timeout_s: float,
+    bundle_zip: Path | None = None,
+) -> dict:
     rayjob = rendered(stack, "RayJob")
     job = job_for_emulator(rayjob, gcs_root(), emulated_shape(cluster, rayjob))
+    deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
     if steps is not None:
         _set_flag(job, "--steps", str(steps))
     job.entrypoint = _python(job.entrypoint, job.rewrites)
@@ -269,15 +340,20 @@ def run_serve(
     console: Console,
     request: dict[str, Any] | None,
     timeout_s: float,
-    http_port: int = 8000,
+    http_port: int = SERVE_HTTP_PORT,
+    bundle_zip: Path | None = None,
 ) -> dict[str, Any]:
     """Deploy the RayService's serveConfigV2 through Serve's REST API, wait, and query it."""
     rayservice = rendered(stack, "RayService")
     config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), emulated_shape(cluster, rayservice), http_port)
+    for app in config["applications"]:
+        deliver(cluster, app.setdefault("runtime_env", {}), rewrites, bundle_zip)
     _print_rewrites(console, "serve", rewrites)
     base = cluster.state.dashboard_url
     _http("PUT", f"{base}/api/serve/applications/", config)
     console.print(f"[bold]deployed[/] serveConfigV2 through {base}/api/serve/applications/")
+    for app in config["applications"]:
+        console.print(f"{app['name']}: working_dir {app['runtime_env']['working_dir']} (GCS emulator)")
     names = [app["name"] for app in config["applications"]]
     deadline = time.monotonic() + min(timeout_s, SERVE_READY_TIMEOUT_S)
     last = ""
@@ -291,7 +367,8 @@ def run_serve(
         failed = [n for n, s in statuses.items() if s == "DEPLOY_FAILED"]
         if failed:
             message = apps[failed[0]].get("message", "")
-            raise UserError(f"Serve application {failed[0]!r} failed to deploy: {message}", code=1)
+            hint = _import_hint(message, config["applications"][0].get("runtime_env", {}).get("working_dir"))
+            raise UserError(f"Serve application {failed[0]!r} failed to deploy{hint}: {message}", code=1)
         if all(s == "RUNNING" for s in statuses.values()):
             break
         if time.monotonic() > deadline:
@@ -310,3 +387,27 @@ def _print_rewrites(console: Console, what: str, rewrites: list[str]) -> None:
     console.print(f"[bold]{what}: emulator rewrites of the rendered object[/]")
     for line in rewrites:
         console.print(f"  {line}", markup=False, highlight=False)
+
+
+def explain(stack: StackRun, workload: str, cluster: EmulatedCluster | None) -> list[str]:
+    """Every rewrite `local run WORKLOAD` makes to the rendered object, each with its reason."""
+    if workload == "serve":
+        manifest = rendered(stack, "RayService")
+        shape = emulated_shape(cluster, manifest) if cluster else None
+        _, rewrites = serve_config_for_emulator(manifest, gcs_root(), shape)
+        kept = "import_path, runtime_env (working_dir: the bundle on the GCS emulator), every other app argument"
+    else:
+        manifest = rendered(stack, "RayJob")
+        job = job_for_emulator(manifest, gcs_root(), emulated_shape(cluster, manifest) if cluster else None)
+        _python(job.entrypoint, job.rewrites)
+        rewrites = job.rewrites
+        kept = "the entrypoint's module and other arguments, runtime_env (working_dir: the bundle on the GCS emulator)"
+        if workload == "data":
+            kept = "runtime_env; the data job itself is `python -m ray_apps.data --data-uri` of the RayJob's data"
+    name = f"{manifest['kind']}/{manifest['metadata']['name']}"
+    lines = [f"{workload}: rewrites of the rendered {name} on the emulator"]
+    lines += [f"  {line}" for line in rewrites]
+    lines.append(f"kept as rendered: {kept}")
+    if cluster is None:
+        lines.append("(no emulated cluster is up: topology rewrites, if any, show once it is)")
+    return lines

@@ -54,8 +54,13 @@ def _documents(path: Path) -> tuple[dict[str, Any], ...]:
         return tuple(json.loads(cached.read_text()))
     except (OSError, ValueError):
         pass
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    docs = [d for d in yaml.load_all(raw, Loader=loader) if isinstance(d, dict)]
+    try:
+        parsed = list(yaml.load_all(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    except yaml.constructor.ConstructorError:
+        # Seen only under pytest-cov with celpy loaded: libyaml's loader then leaves every node
+        # untagged. The pure-Python loader reads the same file correctly, only slower.
+        parsed = list(yaml.load_all(raw, Loader=yaml.SafeLoader))
+    docs = [d for d in parsed if isinstance(d, dict)]
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")

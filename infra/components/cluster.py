@@ -43,6 +43,8 @@ def node_hardening(service_account: pulumi.Input[str]) -> dict:
 class GkeClusterArgs:
     gcp: GcpConfig
     cluster: ClusterConfig
+    # tpuray.gke_versions.effective_min_version: never below a floor of a feature the stack uses.
+    min_master_version: str | None = None
     stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
 
 
@@ -87,6 +89,8 @@ class GkeCluster(pulumi.ComponentResource):
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=_ip_allocation_policy(cfg),
             release_channel={"channel": cfg.release_channel},
+            # The floor of the GKE features the stack uses (tpuray.gke_versions, checked by config).
+            min_master_version=args.min_master_version,
             # The default pool would run with the default compute SA: remove it.
             remove_default_node_pool=True,
             initial_node_count=1,

@@ -20,9 +20,9 @@ import yaml
 from infra.components import network, pod_security
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
-from tpuray import catalog, labels
+from tpuray import bundle, catalog, images, labels
 from tpuray.catalog import SliceShape
-from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig, StackConfig, TierKind
+from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig, TierKind
 from tpuray.gcp_rules import service_account_id
 from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
 from tpuray.shared import REPO_ROOT
@@ -35,19 +35,6 @@ POOL_LABEL = labels.SLICE_POOL
 GENERATION_LABEL = labels.GENERATION
 MARKET_LABEL = labels.MARKET_TYPE
 TIER_LABEL = labels.CAPACITY_TIER
-# Python packages the apps need on top of the -tpu image (which carries jax[tpu]).
-APP_PACKAGES = ("optax",)
-
-
-def pinned_packages(names: tuple[str, ...] = APP_PACKAGES) -> list[str]:
-    """name==version for each package, read from the one lock file."""
-    pins = {}
-    for line in (REPO_ROOT / "requirements.lock").read_text().splitlines():
-        name, sep, version = line.partition("==")
-        if sep:
-            pins[name.strip().lower()] = version.strip()
-    return [f"{n}=={pins[n]}" for n in names]
-
 
 # Node labels GKE sets per capacity: a worker group per tier pins its pods to that tier's
 # nodes, so the Ray node label ray.io/market-type is true for every node of the group.
@@ -81,6 +68,7 @@ def tpu_worker_group(
     max_replicas: int,
     ray: RayConfig,
     group_name: str,
+    image: images.ImageRef | None = None,
 ) -> dict[str, Any]:
     chips = str(shape.chips_per_host)
     selector, affinity = _tier_placement(tier)
@@ -99,7 +87,7 @@ def tpu_worker_group(
         "containers": [
             {
                 "name": "ray-worker",
-                "image": ray.tpu_image,
+                "image": image.image if image else ray.tpu_image,
                 "resources": {
                     "requests": {TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
                     "limits": {TPU_RESOURCE: chips, "memory": "32Gi"},
@@ -131,11 +119,20 @@ def tpu_worker_group(
             GENERATION_LABEL: shape.generation,
         },
         "rayStartParams": {},
-        "template": {"spec": pod_spec},
+        "template": _template(pod_spec, image),
     }
 
 
-def tpu_worker_groups(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str) -> list[dict[str, Any]]:
+def _template(pod_spec: dict[str, Any], image: images.ImageRef | None) -> dict[str, Any]:
+    if image is None or not image.built:
+        return {"spec": pod_spec}
+    # A built image names no Ray version; its pinned -tpu base does (policies read it here).
+    return {"metadata": {"annotations": {labels.BASE_IMAGE: image.base}}, "spec": pod_spec}
+
+
+def tpu_worker_groups(
+    pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, image: images.ImageRef | None = None
+) -> list[dict[str, Any]]:
     """One group per capacity tier of the chain, then per fallback shape and tier.
 
     The first group starts with `slices` replicas; the others start empty and are what
@@ -144,20 +141,22 @@ def tpu_worker_groups(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: 
     for index, tier in enumerate(pool.capacity):
         groups.append(
             tpu_worker_group(
-                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.value}"
+                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.value}", image
             )
         )
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
         for tier in fallback.capacity:
             groups.append(
-                tpu_worker_group(pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.value}")
+                tpu_worker_group(
+                    pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.value}", image
+                )
             )
     return groups
 
 
-def head_group(ray: RayConfig) -> dict[str, Any]:
-    return {
+def head_group(ray: RayConfig, image: images.ImageRef | None = None) -> dict[str, Any]:
+    group: dict[str, Any] = {
         # num-cpus 0: no task or actor is ever scheduled on the head.
         "rayStartParams": {"num-cpus": "0"},
         "serviceType": "ClusterIP",
@@ -168,7 +167,7 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
                 "containers": [
                     {
                         "name": "ray-head",
-                        "image": ray.tpu_image,
+                        "image": image.image if image else ray.tpu_image,
                         "resources": {
                             "requests": {"cpu": "2", "memory": "8Gi"},
                             "limits": {"memory": "8Gi"},
@@ -184,11 +183,20 @@ def head_group(ray: RayConfig) -> dict[str, Any]:
             }
         },
     }
+    group["template"] = _template(group["template"]["spec"], image)
+    return group
 
 
-def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, object_name: str) -> dict[str, Any]:
-    groups = tpu_worker_groups(pool, slices, ray, role)
-    head = head_group(ray)
+def ray_cluster_spec(
+    pool: SlicePoolConfig,
+    slices: int,
+    ray: RayConfig,
+    role: str,
+    object_name: str,
+    image: images.ImageRef | None = None,
+) -> dict[str, Any]:
+    groups = tpu_worker_groups(pool, slices, ray, role, image)
+    head = head_group(ray, image)
     # Pod Security `restricted` and the labels NetworkPolicies select on (pod_security.py, network.py);
     # Ray's otherwise random ports are pinned so that a NetworkPolicy can name them (tpuray/ray_ports.py).
     pod_security.harden_template(head["template"], object_name, "head")
@@ -215,8 +223,15 @@ def ray_cluster_spec(pool: SlicePoolConfig, slices: int, ray: RayConfig, role: s
     return spec
 
 
-def _runtime_env(code_uri: str) -> dict[str, Any]:
-    return {"working_dir": code_uri, "pip": pinned_packages()}
+def bundle_uri(cfg: StackConfig) -> str:
+    """gs://<bundleUri>/tpuray-apps-<sha256[:16]>.zip: the bundle of ray_apps/ as it is now."""
+    return bundle.current().uri(cfg.workloads.bundle_uri)
+
+
+def _runtime_env(cfg: StackConfig) -> dict[str, Any]:
+    # No pip: the image carries the apps' dependencies (images/ray-tpu), so pods install
+    # nothing at start and private nodes need no egress to PyPI.
+    return {"working_dir": bundle_uri(cfg)}
 
 
 def train_entrypoint(cfg: StackConfig) -> str:
@@ -236,6 +251,9 @@ def train_entrypoint(cfg: StackConfig) -> str:
         f"--storage-uri {train.storage_uri}",
         f"--run-name {cfg.cluster.name}-train",
         f"--max-failures {train.max_failures}",
+        # The step watchdog fails a hung attempt at the TpurayHungGangStepStalled threshold.
+        f"--watchdog-factor {cfg.observability.hung_gang.step_factor:g}",
+        f"--watchdog-floor-s {cfg.observability.hung_gang.floor_seconds}",
         "--device tpu",
     ]
     return " ".join(args)
@@ -246,16 +264,20 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
     assert train is not None
     return {
         "entrypoint": train_entrypoint(cfg),
-        "runtimeEnvYAML": yaml.safe_dump(_runtime_env(cfg.workloads.code_uri), sort_keys=True),
+        "runtimeEnvYAML": yaml.safe_dump(_runtime_env(cfg), sort_keys=True),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": train.ttl_seconds_after_finished,
         # A job that cannot get its slices, or hangs on a broken collective, is stopped.
         "activeDeadlineSeconds": train.active_deadline_seconds,
         "backoffLimit": train.backoff_limit,
-        "rayClusterSpec": ray_cluster_spec(cfg.pool(train.pool), train.slices, cfg.ray, "train", train_name(cfg)),
+        "rayClusterSpec": ray_cluster_spec(
+            cfg.pool(train.pool), train.slices, cfg.ray, "train", train_name(cfg), images.workload_images(cfg)["train"]
+        ),
         # KubeRay's default submitter pod would not pass Pod Security `restricted`.
-        "submitterPodTemplate": pod_security.submitter_template(cfg.ray.tpu_image, KSA_NAME),
+        "submitterPodTemplate": pod_security.submitter_template(
+            images.workload_images(cfg)["train"].image, KSA_NAME
+        ),
     }
 
 
@@ -287,7 +309,7 @@ def serve_config(cfg: StackConfig) -> dict[str, Any]:
                 "name": "tpuray-serve",
                 "route_prefix": "/",
                 "import_path": "ray_apps.serve:build_app",
-                "runtime_env": _runtime_env(cfg.workloads.code_uri),
+                "runtime_env": _runtime_env(cfg),
                 "args": serve_app_args(cfg),
             }
         ]
@@ -299,18 +321,25 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
     assert serve is not None
     return {
         "serveConfigV2": yaml.safe_dump(serve_config(cfg), sort_keys=False),
-        # Give up (and recreate the cluster) instead of sitting in DEPLOYING forever.
-        "serviceUnhealthySecondThreshold": serve.service_unhealthy_seconds,
-        "deploymentUnhealthySecondThreshold": serve.deployment_unhealthy_seconds,
-        "rayClusterConfig": ray_cluster_spec(cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve", serve_name(cfg)),
+        # serviceUnhealthySecondThreshold / deploymentUnhealthySecondThreshold are not set: KubeRay
+        # removed the recreate-on-unhealthy behaviour they drove in late 2023 (ray-project/kuberay
+        # PRs 1664, 1665; the CRD still accepts them as no-ops). What KubeRay honours instead: a
+        # spec change rolls out on a new cluster, switched over only once Serve reports it healthy;
+        # Serve's own replica health checks restart a stuck replica; the stuck-deploy alert
+        # (tpuray.observe, serviceUnhealthySecondThreshold) pages a person.
+        "upgradeStrategy": {"type": "NewCluster"},
+        "rayClusterConfig": ray_cluster_spec(
+            cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve", serve_name(cfg), images.workload_images(cfg)["serve"]
+        ),
     }
 
 
 def interactive_cluster(cfg: StackConfig) -> dict[str, Any]:
     interactive = cfg.workloads.interactive
     assert interactive is not None
+    image = images.workload_images(cfg)["interactive"]
     return ray_cluster_spec(
-        cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive", interactive_name(cfg)
+        cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive", interactive_name(cfg), image
     )
 
 
@@ -360,6 +389,13 @@ class RayWorkloads(pulumi.ComponentResource):
         gcp_opts = pulumi.ResourceOptions(parent=self)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         ns = wl.namespace
+        unbuilt = sorted({i.name for i in images.workload_images(cfg).values() if not i.built})
+        if unbuilt and not cfg.ray.image and not pulumi.runtime.is_dry_run():
+            # A preview may show the -tpu base; a deployment must run the image that was built.
+            key = f"tpuray:images.digests.{unbuilt[0]}"
+            raise ConfigError(
+                [f"{key}: missing; `pulumi up` deploys images by digest: build and push images/{unbuilt[0]} first"]
+            )
         object_labels = {"app.kubernetes.io/managed-by": "tpuray", "app.kubernetes.io/part-of": cfg.cluster.name}
 
         # Pods reach GCS (data, checkpoints, code) as this GSA, through Workload Identity.
@@ -381,7 +417,7 @@ class RayWorkloads(pulumi.ComponentResource):
         )
         writable = _buckets(wl.train.storage_uri if wl.train else None)
         readable = _buckets(
-            wl.code_uri,
+            wl.bundle_uri,
             wl.train.data_uri if wl.train else None,
             wl.serve.checkpoint_uri if wl.serve else None,
         )

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tpuray import emulator
+from tpuray import emulator, localmetrics
 from tpuray.cli import UserError
 from tpuray.mockrun import run_stack
 
@@ -39,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_false",
         help="skip the Ray dashboard on 127.0.0.1 (it serves the Jobs and Serve REST APIs that `local run` uses)",
     )
+    up.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also start Prometheus on 127.0.0.1, scraping Ray's metrics with the stack's alert rules (docs/observability.md)",
+    )
     up.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     up.set_defaults(handler=run_up)
 
@@ -50,9 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--request", default=None, help="serve: JSON body for POST /predict (default: a sample)")
     run.add_argument("--timeout", type=float, default=900, help="seconds before the run is stopped (default 900)")
     run.add_argument(
+        "--bundle",
+        type=Path,
+        default=None,
+        help="run this bundle zip instead of the one built from ray_apps/ (uploaded under its own content hash)",
+    )
+    run.add_argument(
         "--explain",
         action="store_true",
-        help="list what the emulator ignores of the rendered stack (security, network, GKE settings), run nothing",
+        help="list every rewrite of the rendered object, with its reason, and run nothing",
     )
     run.set_defaults(handler=run_workload)
 
@@ -64,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("stack", nargs="?", default=None, help="stack name (default: the only running emulated cluster)")
         if name == "status":
             q.add_argument("--json", action="store_true", help="print JSON")
+            q.add_argument("--wide", action="store_true", help="all columns, no 100-column limit")
         q.set_defaults(handler=handler)
 
 
@@ -72,14 +85,17 @@ def run_workload(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False)
     stack = run_stack(args.stack)
+    sdir = emulator.state_dir_for(stack.stack)
     if args.explain:
         from tpuray.explain import ignored
 
-        console.print(f"[bold]tpuray local run {args.workload} {stack.stack}: what the emulator ignores[/]")
+        cluster = emulator.EmulatedCluster.attach(sdir) if (sdir / emulator.STATE_FILE).exists() else None
+        for line in localrun.explain(stack, args.workload, cluster):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(f"what the emulator ignores of stack {stack.stack}:", markup=False, highlight=False)
         for line in ignored(stack):
-            console.print(f"  - {line}", markup=False, highlight=False)
+            console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
         return 0
-    sdir = emulator.state_dir_for(stack.stack)
     if not (sdir / emulator.STATE_FILE).exists():
         raise UserError(
             f"no emulated cluster for stack {stack.stack!r}; start one with `tpuray local up {stack.stack}`"
@@ -88,15 +104,15 @@ def run_workload(args: argparse.Namespace) -> int:
     if not cluster.state.dashboard_url:
         raise UserError("the emulated cluster runs without its dashboard; restart it without --no-dashboard")
     if args.workload == "train":
-        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout)
+        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout, args.bundle)
     elif args.workload == "data":
-        result = localrun.run_data(cluster, stack, console, args.rows, args.timeout)
+        result = localrun.run_data(cluster, stack, console, args.rows, args.timeout, args.bundle)
     else:
         try:
             request = json.loads(args.request) if args.request else None
         except json.JSONDecodeError as exc:
             raise UserError(f"--request: not valid JSON ({exc})") from None
-        result = localrun.run_serve(cluster, stack, console, request, args.timeout)
+        result = localrun.run_serve(cluster, stack, console, request, args.timeout, bundle_zip=args.bundle)
     console.print_json(json.dumps(result, default=str))
     return 0
 
@@ -143,6 +159,8 @@ def run_up(args: argparse.Namespace) -> int:
             f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
             f"{s.chips_per_host} chips, market {s.market_type}"
         )
+    if args.metrics and not args.dashboard:
+        raise UserError("--metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard")
     if args.dry_run:
         return 0
     sdir = emulator.state_dir_for(stack.stack)
@@ -169,7 +187,9 @@ def run_up(args: argparse.Namespace) -> int:
             progress.update(task, completed=done, total=total, description=f"started {what}")
 
         try:
-            cluster = emulator.launch_detached(plan, sdir, stack.stack, dashboard=args.dashboard, progress=report)
+            cluster = emulator.launch_detached(
+                plan, sdir, stack.stack, dashboard=args.dashboard, progress=report, delivery=True
+            )
         except emulator.EmulatorError as exc:
             raise UserError(f"local cluster failed to start: {exc}") from None
         progress.update(task, description="ready")
@@ -177,6 +197,12 @@ def run_up(args: argparse.Namespace) -> int:
         f"[green]ready[/]: Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set "
         f"RAY_AUTH_MODE=disabled); state in {sdir}"
     )
+    if args.metrics:
+        try:
+            prom = localmetrics.start(stack.config, sdir, cluster.state.ray_dir)
+        except localmetrics.MetricsError as exc:
+            raise UserError(f"Prometheus failed to start: {exc}") from None
+        console.print(f"Prometheus at {prom.url} (PID {prom.pid}): Ray metrics and the stack's alert rules")
     console.print(f"stop it with: tpuray local down {stack.stack}")
     return 0
 
@@ -217,8 +243,22 @@ def _status_data(cluster: emulator.EmulatedCluster) -> dict[str, object]:
                 ],
             }
         )
+    steps: dict[str, dict[str, float]] = {}
+    prom = localmetrics.load(cluster.state_dir)
+    if prom is not None:
+        try:
+            steps = localmetrics.last_steps(prom)
+        except localmetrics.MetricsError:
+            steps = {}
+    for entry in out:
+        entry["last_step"] = steps.get(str(entry["slice"]))
+        hosts_of = entry["hosts"]
+        assert isinstance(hosts_of, list)
+        total = sum(h["tpu_total"] for h in hosts_of)
+        entry["occupancy"] = {"chips_used": total - sum(h["tpu_free"] for h in hosts_of), "chips": total}
     return {
         "stack": cluster.state.name,
+        "prometheus": prom.url if prom else None,
         "address": cluster.address,
         "state_dir": str(cluster.state_dir),
         "notes": cluster.notes,
@@ -238,35 +278,50 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    console = Console(width=160, highlight=False)
+    console = Console(width=None if args.wide else min(Console().width, 100), highlight=False)
     console.print(
         f"stack {data['stack']}: Ray at {data['address']}, {data['pids']} processes, state {data['state_dir']}"
     )
     for note in cluster.notes:
         console.print(f"[yellow]reduced:[/] {note}")
-    table = Table(show_lines=False)
-    for col in ("slice", "topology", "market", "worker", "state", "TPU used", "held by"):
-        table.add_column(col)
     for s in data["slices"]:  # type: ignore[union-attr]
-        for h in s["hosts"]:
-            used = h["tpu_total"] - h["tpu_free"]
-            table.add_row(
-                s["slice"],
-                f"{s['generation']} {s['topology']}",
-                s["market_type"],
-                str(h["worker_id"]),
-                "up" if h["alive"] else "[red]down[/]",
-                f"{used:g}/{h['tpu_total']:g}",
-                ", ".join(h["holders"]) or ("-" if not used else "a task or actor"),
-            )
-    console.print(table)
+        console.print(slice_table(s, wide=args.wide))
     return 0
+
+
+def slice_table(s: dict, wide: bool = False) -> Table:
+    """One small table per slice: its hosts, free or busy, and what holds them (--wide adds node IDs)."""
+    title = f"{s['slice']}: {s['generation']} {s['topology']}, {s['market_type']}"
+    if "occupancy" in s:
+        title += f", {s['occupancy']['chips_used']:g}/{s['occupancy']['chips']:g} chips used"
+    last = s.get("last_step")
+    if last:  # from the Prometheus of `tpuray local up --metrics`
+        title += f", last step {last.get('step', 0):g} {time.time() - last.get('at', time.time()):.0f}s ago"
+    table = Table(title=title, title_justify="left", expand=False)
+    for col in ("host", "state", "TPU used", "held by") + (("node", "pool") if wide else ()):
+        table.add_column(col, overflow="fold")
+    for h in s["hosts"]:
+        used = h["tpu_total"] - h["tpu_free"]
+        state = "[red]down[/]" if not h["alive"] else ("busy" if used else "free")
+        row = [
+            str(h["worker_id"]),
+            state,
+            f"{used:g}/{h['tpu_total']:g}",
+            ", ".join(h["holders"]) or ("-" if not used else "a task or actor"),
+        ]
+        if wide:
+            row += [h["node_id"] or "-", s["pool"]]
+        table.add_row(*row)
+    return table
 
 
 def run_down(args: argparse.Namespace) -> int:
     cluster = _find(args.stack)
     before = cluster.pids()
-    leftover = cluster.stop()
+    prom = localmetrics.load(cluster.state_dir)
+    leftover = localmetrics.stop(cluster.state_dir) + cluster.stop()
+    if prom is not None:
+        before.append(prom.pid)
     if leftover:
         raise UserError(f"processes still running after SIGKILL: {', '.join(map(str, leftover))}")
     Console(highlight=False).print(

@@ -188,6 +188,16 @@ def print_table(run: StackRun, console: Console) -> None:
     console.print(table)
 
 
+def print_delivery(run: StackRun, console: Console) -> None:
+    """The bundle and images the rendered objects reference; an image without a digest is one to build."""
+    from tpuray import bundle, images
+
+    cfg = run.config
+    console.print(f"bundle: {bundle.current().uri(cfg.workloads.bundle_uri)} (tpuray bundle)", highlight=False)
+    for workload, ref in images.workload_images(cfg).items():
+        console.print(f"image {workload}: {ref.describe(cfg.images.repository)}", highlight=False, markup=False)
+
+
 def run(args: argparse.Namespace) -> int:
     stack_run = run_stack(args.stack)
     violations = policy_violations(stack_run)
@@ -197,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         return failed
     console = Console(soft_wrap=False, width=200)
     print_table(stack_run, console)
+    print_delivery(stack_run, console)
     console.print(cost_table(stack_cost(stack_run.config)))
     console.print(escape(age_text()), highlight=False)
     print_violations(violations, console)

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from tpuray import catalog
+from tpuray import catalog, labels
 from tpuray.policies.core import MANDATORY, Resource, Rule
 from tpuray.policies.kube import (
     RAY_TYPES,
@@ -26,6 +26,19 @@ from tpuray.policies.kube import (
 # rayproject/ray:2.60.0-py312-tpu, docker.io/rayproject/ray:nightly-tpu ...
 _RAY_IMAGE = re.compile(r"^(?:docker\.io/)?rayproject/ray(?:-ml)?:(?P<tag>[^@\s]+)(?:@sha256:[0-9a-f]{64})?$")
 _RAY_VERSION = re.compile(r"^(?P<version>\d+\.\d+\.\d+)(?:-|$)")
+# This project's images (images/<name>/Dockerfile, tpuray/images.py) in Artifact Registry,
+# pinned by digest: REGION-docker.pkg.dev/PROJECT/REPO/ray-tpu@sha256:<64 hex>. A tag there
+# (ray-tpu:latest, :main) floats and is not accepted.
+_BUILT_IMAGE = re.compile(r"^[a-z0-9-]+-docker\.pkg\.dev/[^/@\s]+/[^/@\s]+/(?:ray-tpu|serve-llm)@sha256:[0-9a-f]{64}$")
+
+
+def built_base(image: Any, annotations: dict[str, Any]) -> str | None:
+    """The pinned -tpu base of a built image (pod annotation tpuray.dev/base-image), else None."""
+    base = annotations.get(labels.BASE_IMAGE)
+    if not (isinstance(image, str) and _BUILT_IMAGE.match(image) and isinstance(base, str)):
+        return None
+    match = _RAY_IMAGE.match(base)
+    return base if match and match.group("tag").endswith("-tpu") else None
 
 
 def _allowed(image: str, config: dict[str, Any]) -> bool:
@@ -39,10 +52,13 @@ def _tpu_image(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             match = _RAY_IMAGE.match(image) if isinstance(image, str) else None
             if (match and match.group("tag").endswith("-tpu")) or (isinstance(image, str) and _allowed(image, config)):
                 continue
+            if built_base(image, g.annotations):
+                continue
             yield (
                 f"{res.label}: {g.where}.template.spec.containers[{i}].image is {show(image)}; TPU hosts need "
-                "an image with jax[tpu] and libtpu: use rayproject/ray:<ray version>-py3XX-tpu, or add the "
-                "image to the allowedTpuImages list of this policy's config"
+                "an image with jax[tpu] and libtpu: use rayproject/ray:<ray version>-py3XX-tpu, this project's "
+                f"image by digest (REPO/ray-tpu@sha256:...) with its -tpu base in the {labels.BASE_IMAGE} "
+                "annotation, or add the image to the allowedTpuImages list of this policy's config"
             )
 
 
@@ -87,6 +103,8 @@ def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         # KubeRay runs Ray in the first container of each group.
         image = containers[0].get("image")
         where = f"{g.where}.template.spec.containers[0].image"
+        # A built image names its Ray version through the -tpu base it records.
+        image = built_base(image, g.annotations) or image
         images[where] = image if isinstance(image, str) else show(image)
         version = ray_version_of(image)
         if version is None:
@@ -107,8 +125,6 @@ def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         if where == head or (version, image) == (head_version, head_image):
             continue
         if version is not None and head_version is not None and version == head_version:
-            continue
-        if version is None and head_version is None and image == head_image:
             continue
         yield (
             f"{res.label}: {where} is {show(image)} but the head runs {show(head_image)}; head and workers must "
@@ -240,23 +256,10 @@ def _job_deadlines(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def _service_thresholds(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    if res.props.get("kind") != "RayService" or not tpu_groups(res.props):
-        return
-    spec = as_dict(res.props.get("spec"))
-    for key, example in (("serviceUnhealthySecondThreshold", 900), ("deploymentUnhealthySecondThreshold", 600)):
-        value = spec.get(key)
-        if as_int(value) is None or as_int(value) <= 0:
-            yield (
-                f"{res.label}: spec.{key} is {show(value)}; TPU slices take minutes to come up and this decides "
-                f"when KubeRay gives up on an unhealthy one: set it, e.g. {key}: {example}"
-            )
-
-
 RULES = (
     Rule(
         "tpu-image",
-        "TPU worker containers run a rayproject/ray -tpu image (or one on the allowedTpuImages list).",
+        "TPU worker containers run a rayproject/ray -tpu image, this project's build of one by digest, or an allowed image.",
         MANDATORY,
         RAY_TYPES,
         _tpu_image,
@@ -290,14 +293,6 @@ RULES = (
         MANDATORY,
         RAY_TYPES,
         _job_deadlines,
-        kubernetes=True,
-    ),
-    Rule(
-        "rayservice-unhealthy-thresholds",
-        "TPU RayServices set serviceUnhealthySecondThreshold and deploymentUnhealthySecondThreshold.",
-        MANDATORY,
-        RAY_TYPES,
-        _service_thresholds,
         kubernetes=True,
     ),
 )

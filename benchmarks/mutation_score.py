@@ -1,0 +1,100 @@
+"""Score per module of the last `mutmut run` (read from mutants/**/*.meta), checked against
+the equivalent-mutant list, written to benchmarks/mutation.json.
+
+    python benchmarks/mutation_score.py [--min 80] [--out benchmarks/mutation.json]
+
+killed: a fast test failed (or the mutant hung past mutmut's timeout, which a test run
+also notices). survived: every test passed. no tests: no fast test runs that code.
+Score = killed / (killed + survived + no tests + other), per module.
+A survivor listed in benchmarks/mutation-equivalent.txt (one `name  # why` per line) is
+equivalent: it counts as survived in the score but is explained. Exit 1 when a module is
+below --min or a survivor is neither killed nor explained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import write_results  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = ROOT / "benchmarks" / "mutation-equivalent.txt"
+KILLED = {1, 3, 36, 37, 24, -24, 152, 255}  # mutmut stats.py: killed, type check, timeouts
+SURVIVED = {0}
+NO_TESTS = {5, 33}
+
+
+def equivalent_mutants(path: Path = EQUIVALENT) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        name, _, why = line.partition("#")
+        if name.strip():
+            out[name.strip()] = why.strip()
+    return out
+
+
+def scores(mutants: Path) -> dict[str, dict[str, object]]:
+    per_module: dict[str, dict[str, object]] = {}
+    for meta in sorted(mutants.rglob("*.py.meta")):
+        module = str(meta.relative_to(mutants)).removesuffix(".meta")
+        codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
+        if not codes:
+            continue
+        counts: Counter[str] = Counter()
+        survivors = []
+        for name, code in codes.items():
+            if code in KILLED:
+                counts["killed"] += 1
+            elif code in SURVIVED:
+                counts["survived"] += 1
+                survivors.append(name)
+            elif code in NO_TESTS:
+                counts["no tests"] += 1
+                survivors.append(name)
+            elif code is None:
+                counts["not checked"] += 1
+            else:
+                counts["other"] += 1
+                survivors.append(name)
+        checked = sum(counts.values()) - counts["not checked"]
+        per_module[module] = {
+            "mutants": len(codes),
+            **dict(sorted(counts.items())),
+            "score": round(100 * counts["killed"] / checked, 1) if checked else None,
+            "survivors": sorted(survivors),
+        }
+    return per_module
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--min", type=float, default=80.0, help="minimum score per module, in %%")
+    parser.add_argument("--mutants", type=Path, default=ROOT / "mutants")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mutation.json")
+    args = parser.parse_args()
+    per_module = scores(args.mutants)
+    if not per_module:
+        print(f"no mutmut results under {args.mutants}: run `make mutation` first")
+        return 1
+    explained = equivalent_mutants()
+    failed = False
+    for module, row in per_module.items():
+        unexplained = [s for s in row["survivors"] if s not in explained]  # type: ignore[union-attr]
+        row["unexplained"] = unexplained
+        low = row["score"] is None or row["score"] < args.min  # type: ignore[operator]
+        failed |= low or bool(unexplained)
+        flag = "LOW" if low else "ok"
+        print(f"{flag:3} {module}: {row['score']} % killed of {row['mutants']} ({len(unexplained)} unexplained)")
+        for name in unexplained:
+            print(f"      survivor: {name}   (mutmut show {name})")
+    write_results({"minimum": args.min, "modules": per_module}, args.out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

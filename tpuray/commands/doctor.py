@@ -1,0 +1,46 @@
+"""`tpuray doctor [STACK]`: can this machine run the demo and the tests? One line per check."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from tpuray import doctor
+from tpuray.cli import UserError
+
+EXIT_BLOCKED = 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="check what the demo and the tests need: ok, or a fix per line")
+    p.add_argument("stack", nargs="?", default="dev", help="the stack whose emulated hosts must fit (default dev)")
+    p.set_defaults(handler=run)
+
+
+def report(checks: list[doctor.Check], console: Console) -> list[doctor.Check]:
+    """Print one line per check; return the checks that block."""
+    colour = {True: "green", False: "yellow"}
+    for check in checks:
+        style = "red" if check.blocks else colour[check.ok]
+        word, _, rest = check.line().partition(" ")
+        console.print(f"[{style}]{word}[/] {rest}", highlight=False)
+    return [c for c in checks if c.blocks]
+
+
+def checks_for(stack: str) -> list[doctor.Check]:
+    from tpuray.localrun import SERVE_HTTP_PORT
+    from tpuray.mockrun import run_stack
+
+    return doctor.run_checks(run_stack(stack), SERVE_HTTP_PORT)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    blocking = report(checks_for(args.stack), console)
+    if blocking:
+        raise UserError(
+            f"{len(blocking)} check(s) block the demo: " + "; ".join(f"{c.name}: {c.fix}" for c in blocking),
+            code=EXIT_BLOCKED,
+        )
+    return 0
