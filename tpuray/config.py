@@ -499,6 +499,37 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     return lines
 
 
+_BUNDLE_URI = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\s]*)?$")
+_REPOSITORY = re.compile(r"^[a-z0-9-]+-docker\.pkg\.dev/[a-z][-a-z0-9]{4,28}[a-z0-9]/[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _delivery_lines(cfg: StackConfig) -> list[str]:
+    """The bundle location and the image repository and digests."""
+    lines = []
+    uri = cfg.workloads.bundle_uri
+    if not _BUNDLE_URI.match(uri) or uri.endswith(".zip"):
+        lines.append(
+            f"{NAMESPACE}:workloads.bundleUri: {_show(uri)} is invalid; use gs://BUCKET[/PREFIX], the folder the "
+            "deploy workflow uploads bundles to (tpuray adds the tpuray-apps-<sha256>.zip name)"
+        )
+    images = cfg.images
+    if images.repository is not None and not _REPOSITORY.match(images.repository):
+        lines.append(
+            f"{NAMESPACE}:images.repository: {_show(images.repository)} is invalid; use an Artifact Registry docker "
+            "repository, REGION-docker.pkg.dev/PROJECT/REPO (the Terraform output imageRepository)"
+        )
+    for name, digest in images.digests.items():
+        key = f"{NAMESPACE}:images.digests.{name}"
+        if name not in IMAGE_NAMES:
+            lines.append(f"{key}: unknown image; valid: {', '.join(IMAGE_NAMES)}")
+        elif not _DIGEST.match(digest):
+            lines.append(f"{key}: {_show(digest)} is invalid; use the pushed image's digest, sha256:<64 hex digits>")
+    if images.digests and images.repository is None:
+        lines.append(f"{NAMESPACE}:images.repository: missing; digests need the repository the images were pushed to")
+    return lines
+
+
 def _price_lines(cfg: StackConfig) -> list[str]:
     lines = []
     for gen, tiers in cfg.prices.items():

@@ -25,7 +25,6 @@ from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig, TierKind
 from tpuray.gcp_rules import service_account_id
 from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
-from tpuray.shared import REPO_ROOT
 
 KSA_NAME = "ray-workload"
 ACCELERATOR_SELECTOR = labels.GKE_TPU_ACCELERATOR
@@ -275,9 +274,7 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
             cfg.pool(train.pool), train.slices, cfg.ray, "train", train_name(cfg), images.workload_images(cfg)["train"]
         ),
         # KubeRay's default submitter pod would not pass Pod Security `restricted`.
-        "submitterPodTemplate": pod_security.submitter_template(
-            images.workload_images(cfg)["train"].image, KSA_NAME
-        ),
+        "submitterPodTemplate": pod_security.submitter_template(images.workload_images(cfg)["train"].image, KSA_NAME),
     }
 
 
@@ -329,7 +326,12 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         # (tpuray.observe, serviceUnhealthySecondThreshold) pages a person.
         "upgradeStrategy": {"type": "NewCluster"},
         "rayClusterConfig": ray_cluster_spec(
-            cfg.pool(serve.pool), serve.replicas, cfg.ray, "serve", serve_name(cfg), images.workload_images(cfg)["serve"]
+            cfg.pool(serve.pool),
+            serve.replicas,
+            cfg.ray,
+            "serve",
+            serve_name(cfg),
+            images.workload_images(cfg)["serve"],
         ),
     }
 
