@@ -98,7 +98,7 @@ def test_without_a_digest_objects_keep_the_pinned_base_and_never_a_made_up_diges
     job = _ray_object(mocked("dev"), "RayJob")
     head = labels.ray_cluster_spec(job)["headGroupSpec"]["template"]
     assert head["spec"]["containers"][0]["image"] == "rayproject/ray:2.60.0-py312-tpu"
-    assert "metadata" not in head
+    assert labels.BASE_IMAGE not in head["metadata"].get("annotations", {})
 
 
 def test_preview_says_which_image_it_would_build(capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,7 +92,9 @@ def run_workload(args: argparse.Namespace) -> int:
         cluster = emulator.EmulatedCluster.attach(sdir) if (sdir / emulator.STATE_FILE).exists() else None
         for line in localrun.explain(stack, args.workload, cluster):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-        console.print(f"what the emulator ignores of stack {stack.stack}:", markup=False, highlight=False)
+        console.print(
+            f"tpuray local run {args.workload} {stack.stack}: what the emulator ignores", markup=False, highlight=False
+        )
         for line in ignored(stack):
             console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
         return 0
