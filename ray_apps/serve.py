@@ -30,8 +30,11 @@ CLI:
 # must see the request model as a class, or it takes `request` for a query parameter.
 import argparse
 import json
+import logging
 import math
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -43,6 +46,16 @@ from ray_apps import checkpoints, features, llm, slices
 
 IMPORT_PATH = "ray_apps.serve:build_app"
 MAX_INSTANCES = 1024
+# Serve's own replica health checks: what KubeRay honours now that the RayService unhealthy
+# thresholds are no-ops. A replica whose check_health fails or hangs past the timeout is
+# restarted by the Serve controller (docs.ray.io/en/latest/serve/production-guide/fault-tolerance.html).
+HEALTH_CHECK_PERIOD_S = 10.0
+HEALTH_CHECK_TIMEOUT_S = 30.0
+# How often a replica waiting for its first checkpoint looks again, and says so in its log.
+CHECKPOINT_POLL_S = 5.0
+CHECKPOINT_LOG_EVERY_S = 60.0
+
+log = logging.getLogger("ray.serve")
 
 
 # ---------------------------------------------------------------- HTTP schema
@@ -92,6 +105,9 @@ class AppArgs(BaseModel):
     replicas: int = Field(default=1, ge=1)
     # checkpoint backend
     checkpoint_uri: str | None = None
+    # How long a replica waits for the training run's first complete checkpoint before it
+    # fails its start with a message naming the URI (0: fail at once when there is none).
+    checkpoint_wait_s: float = Field(default=1800.0, ge=0)
     num_cpus: float = Field(default=1.0, gt=0)
     # On emulated/real TPU hosts: where the CPU replica may run, e.g.
     # {"ray.io/accelerator-type": "TPU-V6E"} or {"ray.io/tpu-slice-name": "!slice-0"}.
@@ -124,15 +140,51 @@ class AppArgs(BaseModel):
 api = FastAPI(title="tpuray checkpoint model", version="1")
 
 
+class CheckpointNotReady(RuntimeError):
+    """No complete checkpoint appeared at the URI before the replica's deadline."""
+
+
+def wait_for_checkpoint(
+    uri: str,
+    wait_s: float,
+    *,
+    poll_s: float = CHECKPOINT_POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[str, int]:
+    """(checkpoint uri, step) of the latest complete checkpoint, waiting up to wait_s for one.
+
+    On a stack's first deploy the RayService starts before its RayJob has written anything;
+    the replica then waits here, inside its constructor, so Serve keeps the application
+    DEPLOYING (and KubeRay never switches traffic to it) until the model is loaded. Past the
+    deadline the constructor fails with this message and Serve reports DEPLOY_FAILED.
+    """
+    start = clock()
+    logged = start
+    while True:
+        found = checkpoints.find_latest(uri)
+        if found is not None:
+            return found
+        waited = clock() - start
+        if waited >= wait_s:
+            raise CheckpointNotReady(
+                f"no complete checkpoint at {uri} after {waited:.0f} s (checkpoint_wait_s={wait_s:.0f}): "
+                "has the training run written one there? Check its checkpoint URI, or raise "
+                "tpuray:workloads.serve.checkpointWaitSeconds"
+            )
+        if clock() - logged >= CHECKPOINT_LOG_EVERY_S:
+            log.warning("waiting for the first complete checkpoint at %s (%.0f of %.0f s)", uri, waited, wait_s)
+            logged = clock()
+        sleep(min(poll_s, max(wait_s - waited, 0.0)))
+
+
 class CheckpointPredictor:
     """The checkpoint backend's model, without Serve (unit-testable in-process)."""
 
-    def __init__(self, checkpoint_uri: str, model_id: str) -> None:
+    def __init__(self, checkpoint_uri: str, model_id: str, wait_s: float = 0.0) -> None:
         from ray_apps import model
 
-        found = checkpoints.find_latest(checkpoint_uri)
-        if found is None:
-            raise FileNotFoundError(f"no complete checkpoint at {checkpoint_uri}")
+        found = wait_for_checkpoint(checkpoint_uri, wait_s)
         state = model.load_checkpoint(checkpoints.fetch(found[0]))
         self._apply = model.apply
         self.params = state.params
@@ -152,11 +204,20 @@ class CheckpointPredictor:
         return HealthResponse(model_id=self.model_id, model_step=self.step)
 
 
-@serve.deployment(name="checkpoint-model")
+@serve.deployment(
+    name="checkpoint-model",
+    health_check_period_s=HEALTH_CHECK_PERIOD_S,
+    health_check_timeout_s=HEALTH_CHECK_TIMEOUT_S,
+)
 @serve.ingress(api)
 class CheckpointModel:
-    def __init__(self, checkpoint_uri: str, model_id: str) -> None:
-        self.predictor = CheckpointPredictor(checkpoint_uri, model_id)
+    def __init__(self, checkpoint_uri: str, model_id: str, wait_s: float = 0.0) -> None:
+        self.predictor = CheckpointPredictor(checkpoint_uri, model_id, wait_s)
+
+    def check_health(self) -> None:
+        """Serve's periodic replica check: a replica whose model is gone is restarted."""
+        if self.predictor.params is None:
+            raise RuntimeError(f"model {self.predictor.model_id} lost its parameters")
 
     @api.post("/predict", response_model=PredictResponse)
     def predict(self, request: PredictRequest) -> PredictResponse:
@@ -202,7 +263,7 @@ def build_app(args: dict[str, Any]) -> Any:
         return llm.build_openai_app(llm_config_from_args(parsed))
     return CheckpointModel.options(
         num_replicas=parsed.replicas, ray_actor_options=checkpoint_actor_options(parsed)
-    ).bind(parsed.checkpoint_uri, parsed.model_id)
+    ).bind(parsed.checkpoint_uri, parsed.model_id, parsed.checkpoint_wait_s)
 
 
 def serve_config_entry(args: dict[str, Any], name: str = "tpuray", route_prefix: str = "/") -> dict[str, Any]:

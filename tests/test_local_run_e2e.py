@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,10 +62,28 @@ def last_json(stdout: str) -> dict:
     return json.loads(stdout[start:])
 
 
+def serve_app_status(state_dir: Path, app: str) -> str:
+    base = emulator.EmulatedCluster.attach(state_dir).state.dashboard_url
+    with urllib.request.urlopen(f"{base}/api/serve/applications/", timeout=10) as response:
+        apps = json.load(response).get("applications", {})
+    return apps.get(app, {}).get("status", "NOT_STARTED")
+
+
 @pytest.mark.slow
-def test_rendered_job_trains_and_rendered_service_serves_on_the_emulator(small_stack, local_env):
+def test_service_deployed_before_training_waits_for_the_checkpoint_then_serves(small_stack, local_env):
+    """dev's first deploy: the RayService starts before the RayJob has written a checkpoint."""
     up = tpuray(local_env, "local", "up", str(small_stack))
     assert up.returncode == 0, up.stderr + up.stdout
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "tpuray", "local", "run", "serve", str(small_stack), "--timeout", "600"],
+        cwd=REPO, env=local_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    state_dir = Path(local_env[emulator.LOCAL_DIR_ENV]) / "e2e"
+    deadline = time.monotonic() + 120
+    while serve_app_status(state_dir, "tpuray-serve") != "DEPLOYING":  # its replica waits for a checkpoint
+        assert serve.poll() is None and time.monotonic() < deadline, serve.communicate()
+        time.sleep(1)
 
     train = tpuray(local_env, "local", "run", "train", str(small_stack))
     assert train.returncode == 0, train.stderr + train.stdout[-3000:]
@@ -71,12 +91,13 @@ def test_rendered_job_trains_and_rendered_service_serves_on_the_emulator(small_s
     assert result["device"] == "emulated" and result["final_step"] == 10 and result["history_problems"] == []
     assert "--device: tpu -> emulated" in train.stdout
 
-    serve = tpuray(local_env, "local", "run", "serve", str(small_stack))
-    assert serve.returncode == 0, serve.stderr + serve.stdout[-3000:]
-    answer = last_json(serve.stdout)
+    out, err = serve.communicate(timeout=600)
+    assert serve.returncode == 0, err + out[-3000:]
+    answer = last_json(out)
     assert answer["health"]["status"] == "ok"
     assert len(answer["response"]["predictions"]) == len(answer["request"]["instances"])
-    assert answer["response"]["model_step"] == 10
+    # The replica loads the first complete checkpoint it sees: step 5 or the final step 10.
+    assert answer["response"]["model_step"] in (5, 10)
 
     down = tpuray(local_env, "local", "down", "e2e")
     assert down.returncode == 0, down.stderr

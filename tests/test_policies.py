@@ -51,7 +51,10 @@ def test_every_rule_has_a_bad_fixture() -> None:
     # Per rule; per code path is measured: `make test` holds tpuray/policies/ at 100 % branch
     # coverage (tests/coverage_gate.py), and test_policy_branches.py runs the per-path fixtures.
     per_path = {p.parent.name for p in [*FIXTURES.glob("bad/*/*.yaml"), *FIXTURES.glob("stack/*/bad-*.yaml")]}
-    assert set(BAD) | set(STACK_BAD) | per_path == set(RULES_BY_NAME)
+    # Fires only against a KubeRay version an environment records in its policy config, which
+    # the fixture files (run with the files in policies/) do not: tests/test_kuberay_versions.py.
+    config_driven = {"kuberay-field-version"}
+    assert set(BAD) | set(STACK_BAD) | per_path | config_driven == set(RULES_BY_NAME)
     assert (FIXTURES / "stack" / "good.yaml").is_file() and list((FIXTURES / "good").glob("*.yaml"))
 
 

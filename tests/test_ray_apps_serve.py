@@ -132,13 +132,16 @@ def test_predict_request_rejects_non_finite_values() -> None:
         serve.PredictRequest.model_validate({"instances": [[float("nan"), 3, 20.0, 5.0, 60.0]]})
 
 
+def write_checkpoint(path: Path, step: int) -> Path:
+    """A complete checkpoint, written by the training code's own save_checkpoint."""
+    stats = features.fit_stats(features.engineer(features.generate_rows(256)))
+    cfg = model.ModelConfig()
+    return model.save_checkpoint(path, model.TrainingState(step, model.init_params(cfg), None, cfg, stats))
+
+
 @pytest.fixture
 def checkpoint_dir(tmp_path: Path) -> Path:
-    raw = features.generate_rows(256)
-    stats = features.fit_stats(features.engineer(raw))
-    cfg = model.ModelConfig()
-    state = model.TrainingState(7, model.init_params(cfg), None, cfg, stats)
-    return model.save_checkpoint(tmp_path / "checkpoint_step_00000007", state)
+    return write_checkpoint(tmp_path / "checkpoint_step_00000007", step=7)
 
 
 def test_checkpoint_model_predicts_in_target_units_and_reports_its_step(checkpoint_dir: Path) -> None:
@@ -161,5 +164,51 @@ def test_checkpoint_model_rejects_an_impossible_house(checkpoint_dir: Path) -> N
 
 
 def test_checkpoint_model_fails_fast_without_a_checkpoint(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no complete checkpoint"):
+    with pytest.raises(serve.CheckpointNotReady, match="no complete checkpoint"):
         serve.CheckpointPredictor(str(tmp_path), "m")
+
+
+class FakeClock:
+    """A monotonic clock that advances only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_replica_waits_for_a_checkpoint_written_after_it_started(tmp_path: Path) -> None:
+    clock = FakeClock()
+
+    def training_writes_during_the_second_wait(seconds: float) -> None:
+        clock.sleep(seconds)
+        if len(clock.sleeps) == 2:
+            write_checkpoint(tmp_path / "checkpoint_step_00000012", step=12)
+
+    found = serve.wait_for_checkpoint(
+        str(tmp_path), 1800, poll_s=5, clock=clock, sleep=training_writes_during_the_second_wait
+    )
+    assert found == (str(tmp_path / "checkpoint_step_00000012"), 12)
+    assert clock.sleeps == [5, 5]
+
+
+def test_replica_fails_at_its_deadline_naming_the_uri_and_the_setting(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with pytest.raises(serve.CheckpointNotReady) as err:
+        serve.wait_for_checkpoint(str(tmp_path), 12, poll_s=5, clock=clock, sleep=clock.sleep)
+    assert str(err.value) == (
+        f"no complete checkpoint at {tmp_path} after 12 s (checkpoint_wait_s=12): has the training run written one "
+        "there? Check its checkpoint URI, or raise tpuray:workloads.serve.checkpointWaitSeconds"
+    )
+    assert clock.sleeps == [5, 5, 2]
+
+
+def test_checkpoint_deployment_sets_serves_own_health_checks() -> None:
+    config = serve.CheckpointModel._deployment_config
+    assert (config.health_check_period_s, config.health_check_timeout_s) == (10.0, 30.0)

@@ -210,6 +210,9 @@ class ServeWorkload(_Model):
     backend: Literal["llm", "checkpoint"] = "llm"
     model_id: str = Field("google/gemma-3-4b-it", alias="modelId")
     checkpoint_uri: str | None = Field(None, alias="checkpointUri")
+    # checkpoint backend: how long a replica waits for the training run's first checkpoint
+    # (first deploy of a stack) before its start fails naming the URI (ray_apps.serve).
+    checkpoint_wait_seconds: int = Field(1800, alias="checkpointWaitSeconds", ge=0, le=86400)
     replicas: int = Field(1, ge=1)
     # How long the Serve app may stay out of RUNNING before the stuck-deploy alert fires
     # (tpuray.observe). Not rendered into the RayService: KubeRay ignores that field since 2023.

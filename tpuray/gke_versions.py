@@ -33,8 +33,9 @@ class Floor:
 FLOORS: dict[str, Floor] = {
     "Ray operator add-on": Floor(
         "1.30.0-gke.1747000",
-        "https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/how-to/enable-ray-on-gke (reviewer lead)",
-        False,
+        "https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/how-to/enable-ray-on-gke "
+        "('VERSION: the GKE version, must be 1.30.0-gke.1747000 or later')",
+        True,
     ),
     "ComputeClass": Floor(
         "1.30.3-gke.1451000",

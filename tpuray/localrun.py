@@ -134,7 +134,6 @@ def serve_config_for_emulator(
 # ---------------------------------------------------------------------------- running on the emulator
 
 DATA_ROWS = 4096  # what `local run` generates when the job's data location is empty
-SERVE_READY_TIMEOUT_S = 180.0
 SERVE_HTTP_PORT = 8000  # Serve's HTTP proxy on the emulator (127.0.0.1 only)
 
 
@@ -355,7 +354,8 @@ def run_serve(
     for app in config["applications"]:
         console.print(f"{app['name']}: working_dir {app['runtime_env']['working_dir']} (GCS emulator)")
     names = [app["name"] for app in config["applications"]]
-    deadline = time.monotonic() + min(timeout_s, SERVE_READY_TIMEOUT_S)
+    # A checkpoint replica may wait for its training run (ray_apps.serve.wait_for_checkpoint).
+    deadline = time.monotonic() + timeout_s
     last = ""
     while True:
         apps = (_http("GET", f"{base}/api/serve/applications/") or {}).get("applications", {})
@@ -372,7 +372,7 @@ def run_serve(
         if all(s == "RUNNING" for s in statuses.values()):
             break
         if time.monotonic() > deadline:
-            raise UserError(f"Serve applications not RUNNING after {SERVE_READY_TIMEOUT_S:.0f} s: {line}", code=1)
+            raise UserError(f"Serve applications not RUNNING after {timeout_s:.0f} s (--timeout): {line}", code=1)
         time.sleep(1.0)
     endpoint = f"http://127.0.0.1:{http_port}"
     health = _http("GET", f"{endpoint}/healthz")

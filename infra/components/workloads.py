@@ -294,6 +294,7 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
         args["model_id"] = serve.model_id
     else:
         args["checkpoint_uri"] = serve.checkpoint_uri
+        args["checkpoint_wait_s"] = serve.checkpoint_wait_seconds
         # A CPU replica: keep it on this service's own slice hosts (a Ray node label).
         args["label_selector"] = {POOL_LABEL: serve.pool}
     return args

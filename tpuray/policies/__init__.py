@@ -18,6 +18,7 @@ from tpuray.policies import (
     rules_security,
     rules_stack,
     rules_tpu,
+    rules_versions,
     rules_workload,
 )
 from tpuray.policies.core import Rule
@@ -37,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     *rules_security.RULES,
     *rules_podsecurity.RULES,
     *rules_hardening.RULES,
+    *rules_versions.RULES,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 assert len(RULES_BY_NAME) == len(RULES), "rule names must be unique"

@@ -1,0 +1,60 @@
+"""Fields an older KubeRay would drop without a word (floors in tpuray/kuberay_versions.py).
+
+The GKE Ray operator add-on's KubeRay version is not published per GKE version, so each
+environment records the version its cluster runs in policies/policy-config.<env>.json
+(`"kuberay-field-version": {"kuberayVersion": "1.5.1"}`), read off the cluster. The rule then
+names each rendered field that version's API server would prune, and what that costs. It is
+advisory in the pack; an environment whose config sets `all: mandatory` (prod) makes it block.
+Without a recorded version it has nothing to compare with and reports nothing; `tpuray doctor`
+and docs/configuration.md say how to read the version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tpuray import kuberay_versions
+from tpuray.policies.core import ADVISORY, Resource, Rule
+from tpuray.policies.kube import RAY_TYPES, as_dict, cluster_spec
+
+CONFIG = {
+    "kuberayVersion": {
+        "type": "string",
+        "pattern": r"^v?\d+\.\d+\.\d+$",
+        "description": "the KubeRay version the environment's cluster runs (kubectl explain raycluster.spec.authOptions "
+        "fails below 1.5.1)",
+    }
+}
+
+
+def _field_versions(resource: Resource, config: dict[str, Any]) -> Iterator[str]:
+    obj = resource.props
+    kind = resource.kind
+    cluster = cluster_spec(obj)
+    used = kuberay_versions.fields_used(kind, cluster.spec if cluster else {}, as_dict(obj.get("spec")))
+    if not used:
+        return
+    configured = config.get("kuberayVersion")
+    running = kuberay_versions.parse(configured) if isinstance(configured, str) else None
+    if running is None:  # not recorded: nothing to compare with (docs/configuration.md, "KubeRay versions")
+        return
+    for floor in used:
+        if running < kuberay_versions.parse(floor.version):  # type: ignore[operator]
+            yield (
+                f"{resource.label}: {floor.path} needs KubeRay >= {floor.version} but the environment runs "
+                f"{configured}, whose API server drops it without an error: {floor.dropped}"
+            )
+
+
+RULES = (
+    Rule(
+        "kuberay-field-version",
+        "Every rendered KubeRay field exists in the KubeRay version the environment runs (else it is silently dropped).",
+        ADVISORY,
+        RAY_TYPES,
+        _field_versions,
+        kubernetes=True,
+        config=CONFIG,
+    ),
+)
