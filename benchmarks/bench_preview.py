@@ -2,9 +2,13 @@
 beside a floor measured in the same run.
 
 The floor is a bare mocked Pulumi program in a fresh process: it imports the same SDKs
-(pulumi, pulumi_gcp, pulumi_kubernetes) and declares a handful of resources (a provider,
-a cluster, a node pool, a service account, a namespace) under the mock engine, with no
-config validation, no strict input checks and no policy pack. The ratio preview / floor is
+(pulumi, pulumi_gcp, pulumi_kubernetes) and declares a handful of resources under the mock
+engine, one from each SDK module the stacks' programs load (pulumi_gcp container, compute,
+serviceaccount, projects, storage, monitoring, billing; pulumi_kubernetes core/v1,
+networking/v1, a CustomResource), with no config validation, no strict input checks and no
+policy pack. Each pulumi_gcp module costs its whole import (compute alone about a second), so
+a floor that skipped one the program needs (Cloud NAT is a compute Router) would charge that
+import to tpuray. The ratio preview / floor is
 what tpuray itself adds; the target (issue 9) is at most 1.8x for every stack.
 
 Usage: python benchmarks/bench_preview.py [--repeat N]
@@ -53,8 +57,20 @@ def floor_program() -> None:
             node_config={"machine_type": "e2-standard-4", "service_account": account.email},
             opts=opts,
         )
+        gcp.compute.Router("router", name="floor-router", network="default", region="us-central1", opts=opts)
+        gcp.projects.IAMMember("logs", project="p", role="roles/logging.logWriter", member="user:a@b.c", opts=opts)
+        gcp.storage.Bucket("bucket", name="floor-bucket", location="US", opts=opts)
+        gcp.monitoring.NotificationChannel("channel", type="email", labels={"email_address": "a@b.c"}, opts=opts)
+        gcp.billing.Budget(
+            "budget", billing_account="000000-000000-000000", amount={"specified_amount": {"units": "1"}}, opts=opts
+        )
         kube = k8s.Provider("k8s", kubeconfig="{}")
-        k8s.core.v1.Namespace("ns", metadata={"name": "ray"}, opts=pulumi.ResourceOptions(provider=kube))
+        kopts = pulumi.ResourceOptions(provider=kube)
+        k8s.core.v1.Namespace("ns", metadata={"name": "ray"}, opts=kopts)
+        k8s.networking.v1.NetworkPolicy("deny", metadata={"name": "deny"}, spec={"pod_selector": {}}, opts=kopts)
+        k8s.apiextensions.CustomResource(
+            "job", api_version="ray.io/v1", kind="RayJob", metadata={"name": "job"}, spec={}, opts=kopts
+        )
 
     pulumi.runtime.set_mocks(Mocks(), project="floor", stack="floor", preview=True)
     pulumi.runtime.test(program)()

@@ -26,18 +26,23 @@ class UserError(Exception):
         self.code = code
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Every subcommand, or only the one argv names: each command module is named after its
+    command, and importing all of them (CEL, checkov, Prometheus helpers...) would cost a
+    `tpuray preview` about a second it does not need."""
     parser = argparse.ArgumentParser(prog="tpuray", description="Ray workloads on GKE TPU slices.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    first = next((arg for arg in argv or [] if not arg.startswith("-")), None)
+    for name in [first] if first in names else names:
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except ConfigError as exc:
