@@ -132,3 +132,15 @@ def test_the_floors_agree_with_the_packaged_v1_7_0_crds() -> None:
                 if part.endswith("[]"):
                     node = node["items"]
             assert node, (kind, floor.path)
+
+
+def test_every_gke_floor_was_read_in_the_source_it_cites() -> None:
+    from tpuray import gke_versions
+
+    assert {name: floor.verified for name, floor in gke_versions.FLOORS.items()} == {
+        "Ray operator add-on": True,
+        "ComputeClass": True,
+        "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning": True,
+        "TPU7x (Ironwood)": True,
+        "flex-start for TPUs": True,
+    }

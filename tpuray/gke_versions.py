@@ -8,9 +8,8 @@ an older patch would lack the feature. So the cluster's `min_master_version` is 
 to `tpuray:cluster.minMasterVersion` when the stack gives one (and config refuses one below
 the highest floor of the features it uses), else to that highest floor.
 
-`verified` says whether the floor was read in the cited source here; the others are leads
-from a reviewer's reading of the GKE docs (docs/configuration.md lists them) and are kept
-until a source is found.
+`verified` says whether the floor was read in the cited source here (every floor is now; a
+new lead without a source is added with verified=False and docs/configuration.md says so).
 """
 
 from __future__ import annotations
@@ -39,8 +38,10 @@ FLOORS: dict[str, Floor] = {
     ),
     "ComputeClass": Floor(
         "1.30.3-gke.1451000",
-        "https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes (reviewer lead)",
-        False,
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes ('Custom "
+        "ComputeClasses are available to use in GKE Autopilot mode and GKE Standard mode in version "
+        "1.30.3-gke.1451000 and later')",
+        True,
     ),
     "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning": Floor(
         "1.33.3-gke.1136000",
