@@ -5,6 +5,9 @@
 - ray_apps.model: the MLP, its optax train step and checkpoint files (no Ray).
 - ray_apps.train: the Ray Train v2 JaxTrainer program (tpu / emulated / cpu).
 - ray_apps.serve: the Ray Serve application builder (llm and checkpoint backends).
+- ray_apps.health: what a backend says at GET /healthz (waiting/loading/ready/failed, why);
+  ray_apps.health_app: the /healthz app deployed beside an llm app.
+- ray_apps.watchdog: the step watchdog and the training progress gauges.
 
 TPU arithmetic (hosts, chips per host, accelerator type) is never done here: callers pass
 the values the catalog (tpuray.catalog) computed.

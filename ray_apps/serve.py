@@ -15,7 +15,8 @@ Backends:
   forward pass, so it runs anywhere, including next to training on TPU hosts.
     POST /predict  {"instances": [[sqft, rooms, age_years, distance_km, income_k], ...]}
                ->  {"predictions": [price_k, ...], "model_step": N, "model_id": "..."}
-    GET  /healthz  ->  {"status": "ok", "backend": "checkpoint", "model_id": ..., "model_step": N}
+    GET  /healthz  ->  {"status": "ready", "reason": null, "backend": "checkpoint", "model_id": ..., "model_step": N}
+               (waiting / loading / failed with a reason and HTTP 503 otherwise: ray_apps.health)
 - llm: Ray Serve LLM (vLLM on TPU) with accelerator_type and a TPU topology so each replica
   is gang-placed on one whole slice; OpenAI-compatible routes (/v1/chat/completions ...).
   Needs vLLM: without it the builder fails with a one-paragraph message.
@@ -38,11 +39,11 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ray import serve
 
-from ray_apps import checkpoints, features, llm, slices
+from ray_apps import checkpoints, features, health, llm, slices
 
 IMPORT_PATH = "ray_apps.serve:build_app"
 MAX_INSTANCES = 1024
@@ -85,11 +86,7 @@ class PredictResponse(BaseModel):
     model_id: str
 
 
-class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
-    backend: Literal["checkpoint"] = "checkpoint"
-    model_id: str
-    model_step: int
+HealthResponse = health.HealthReport  # GET /healthz: waiting / loading / ready / failed, with a reason
 
 
 # ---------------------------------------------------------------- builder arguments
@@ -184,13 +181,28 @@ class CheckpointPredictor:
     def __init__(self, checkpoint_uri: str, model_id: str, wait_s: float = 0.0) -> None:
         from ray_apps import model
 
-        found = wait_for_checkpoint(checkpoint_uri, wait_s)
-        state = model.load_checkpoint(checkpoints.fetch(found[0]))
+        # What /healthz says; the code that waits for or loads the checkpoint sets it.
+        self.health = health.Health(
+            "checkpoint", model_id, health.State.WAITING, f"no checkpoint yet at {checkpoint_uri}"
+        )
+        try:
+            found = wait_for_checkpoint(checkpoint_uri, wait_s)
+        except CheckpointNotReady as err:
+            self.health.set(health.State.FAILED, str(err))
+            raise
+        self.health.set(health.State.LOADING, f"loading {found[0]} (step {found[1]})")
+        try:
+            state = model.load_checkpoint(checkpoints.fetch(found[0]))
+        except Exception as err:
+            self.health.set(health.State.FAILED, f"could not load {found[0]}: {err}")
+            raise
         self._apply = model.apply
         self.params = state.params
         self.stats = state.stats
         self.step = state.step
         self.model_id = model_id
+        self.health.model_step = state.step
+        self.health.set(health.State.READY)
 
     def predict(self, request: PredictRequest) -> PredictResponse:
         """Raises ValueError for rows that are valid JSON but impossible houses (sqft <= 0)."""
@@ -200,8 +212,8 @@ class CheckpointPredictor:
         predictions = features.denormalise_target(y, self.stats).tolist()
         return PredictResponse(predictions=predictions, model_step=self.step, model_id=self.model_id)
 
-    def health(self) -> HealthResponse:
-        return HealthResponse(model_id=self.model_id, model_step=self.step)
+    def health_report(self) -> HealthResponse:
+        return self.health.report()
 
 
 @serve.deployment(
@@ -227,8 +239,10 @@ class CheckpointModel:
             raise HTTPException(status_code=422, detail=str(e)) from None
 
     @api.get("/healthz", response_model=HealthResponse)
-    def healthz(self) -> HealthResponse:
-        return self.predictor.health()
+    def healthz(self, response: Response) -> HealthResponse:
+        report = self.predictor.health_report()
+        response.status_code = report.http_status  # 200 ready, 503 otherwise
+        return report
 
 
 def checkpoint_actor_options(args: AppArgs) -> dict[str, Any]:

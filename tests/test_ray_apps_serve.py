@@ -149,8 +149,9 @@ def test_checkpoint_model_predicts_in_target_units_and_reports_its_step(checkpoi
     resp = predictor.predict(serve.PredictRequest(instances=[[1000.0, 3, 20.0, 5.0, 60.0]] * 2))
     assert resp.model_step == 7 and resp.model_id == "m" and len(resp.predictions) == 2
     assert np.isfinite(resp.predictions).all()
-    assert predictor.health().model_dump() == {
-        "status": "ok",
+    assert predictor.health_report().model_dump(mode="json") == {
+        "status": "ready",
+        "reason": None,
         "backend": "checkpoint",
         "model_id": "m",
         "model_step": 7,

@@ -124,7 +124,14 @@ def test_serve_predicts_with_the_latest_checkpoint(served: str) -> None:
 
 def test_serve_health_route_reports_the_model_step(served: str) -> None:
     resp = requests.get(f"{served}/healthz", timeout=30)
-    assert resp.json() == {"status": "ok", "backend": "checkpoint", "model_id": "tpuray-mlp", "model_step": 20}
+    assert resp.status_code == 200
+    assert resp.json() == {
+        "status": "ready",
+        "reason": None,
+        "backend": "checkpoint",
+        "model_id": "tpuray-mlp",
+        "model_step": 20,
+    }
 
 
 def test_serve_rejects_a_malformed_request_with_422(served: str) -> None:

@@ -231,11 +231,15 @@ def test_serve_service_upgrades_on_a_new_cluster_without_no_op_thresholds_and_ha
     # KubeRay ignores the unhealthy thresholds since late 2023 (kuberay PRs 1664, 1665).
     assert "serviceUnhealthySecondThreshold" not in spec and "deploymentUnhealthySecondThreshold" not in spec
     assert spec["upgradeStrategy"] == {"type": "NewCluster"}
-    (app,) = yaml.safe_load(spec["serveConfigV2"])["applications"]
+    app, *others = yaml.safe_load(spec["serveConfigV2"])["applications"]
     shape = facts.shape(stack_run.stack, serve.pool)
     assert app["import_path"] == "ray_apps.serve:build_app"
     assert (app["args"]["accelerator_type"], app["args"]["topology"]) == (shape.ray_accelerator_type, shape.topology)
     assert app["args"]["backend"] == serve.backend
+    # Only an llm app gets the /healthz app beside it (the checkpoint app serves its own).
+    assert [(o["route_prefix"], o["import_path"], o["args"]["application"]) for o in others] == (
+        [("/healthz", "ray_apps.health_app:build_app", "tpuray-serve")] if serve.backend == "llm" else []
+    )
 
 
 def test_nothing_is_exposed_outside_the_cluster(stack_run):

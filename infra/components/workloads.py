@@ -20,6 +20,7 @@ import yaml
 from infra.components import network, pod_security
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
+from ray_apps import health
 from tpuray import bundle, catalog, images, labels
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig, TierKind
@@ -278,6 +279,9 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
+SERVE_APP = "tpuray-serve"
+
+
 def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
     serve = cfg.workloads.serve
     assert serve is not None
@@ -301,17 +305,21 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
 
 
 def serve_config(cfg: StackConfig) -> dict[str, Any]:
-    return {
-        "applications": [
-            {
-                "name": "tpuray-serve",
-                "route_prefix": "/",
-                "import_path": "ray_apps.serve:build_app",
-                "runtime_env": _runtime_env(cfg),
-                "args": serve_app_args(cfg),
-            }
-        ]
-    }
+    args = serve_app_args(cfg)
+    apps = [
+        {
+            "name": SERVE_APP,
+            "route_prefix": "/",
+            "import_path": "ray_apps.serve:build_app",
+            "runtime_env": _runtime_env(cfg),
+            "args": args,
+        }
+    ]
+    if args["backend"] == "llm":
+        # Ray Serve LLM's OpenAI app has no /healthz of ours: a tiny CPU app beside it reports
+        # the LLM app's state (waiting / loading / ready / failed, with Serve's reason).
+        apps.append(health.app_entry(SERVE_APP, args["model_id"], _runtime_env(cfg)))
+    return {"applications": apps}
 
 
 def serve_service(cfg: StackConfig) -> dict[str, Any]:
