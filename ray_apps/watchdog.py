@@ -16,7 +16,15 @@ covers compilation), the watchdog
 
 The same progress is exported as Ray application metrics (`StepMetrics`, prefixed ray_ by
 Ray's exporter) for the TpurayHungGangStepStalled alert (tpuray/observe/rules.py), which
-uses the same threshold.
+uses the same threshold. Ray exports a gauge only in the export interval after it was set:
+the worker's OpenTelemetry recorder clears its gauge observations at each export (Ray's
+metrics developer guide, "Recording mechanisms": the gauge callback "collects all stored
+values and clears the map to prevent stale data"; Ray 2.60.0 `src/ray/observability/
+open_telemetry_metric_recorder.cc`), and the node's agent drops a gauge not refreshed within
+two intervals (`python/ray/_private/telemetry/open_telemetry_metric_recorder.py`). A rank
+stuck in a step sets nothing, so its series would vanish exactly when the alert needs it:
+the watchdog thread, which runs beside the stuck training thread, therefore re-sets the
+last values on every poll, and `time() - last step` keeps growing in Prometheus.
 """
 
 from __future__ import annotations
@@ -142,13 +150,21 @@ class StepMetrics:
             "tpuray_train_last_checkpoint_timestamp_seconds", "unix time of the last checkpoint", tag_keys=keys
         )
 
+        self.checkpoint_at: float | None = None
+
     def progress(self, step: int, at: float, median_s: float) -> None:
         self.step.set(step, tags=self.tags)
         self.last.set(at, tags=self.tags)
         self.median.set(median_s, tags=self.tags)
 
     def checkpointed(self, at: float) -> None:
+        self.checkpoint_at = at
         self.checkpoint.set(at, tags=self.tags)
+
+    def republish(self) -> None:
+        """Set the checkpoint gauge again (Ray drops gauges that are not re-set)."""
+        if self.checkpoint_at is not None:
+            self.checkpoint.set(self.checkpoint_at, tags=self.tags)
 
 
 # ---------------------------------------------------------------- the per-rank watchdog
@@ -182,6 +198,7 @@ class StepWatchdog:
         self.last_progress = clock()
         self.fired: str | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # progress is written by the loop, read by the thread
         self._thread: threading.Thread | None = None
 
     # progress, from the training loop
@@ -197,27 +214,36 @@ class StepWatchdog:
 
     def completed(self, step: int) -> None:
         now = self.clock()
-        self.step_times.append(now - self.last_progress)
-        self.completed_step, self.last_progress = step, now
+        with self._lock:
+            self.step_times.append(now - self.last_progress)
+            self.completed_step, self.last_progress = step, now
         self._report()
 
     def _median(self) -> float | None:
-        return statistics.median(self.step_times) if self.step_times else None
+        times = self._times()
+        return statistics.median(times) if times else None
+
+    def _times(self) -> list[float]:
+        with self._lock:
+            return list(self.step_times)
 
     def limit_s(self) -> float:
-        return threshold_s(list(self.step_times), self.cfg)
+        return threshold_s(self._times(), self.cfg)
 
     def _report(self) -> None:
         self._beat()
+        self._publish()
+
+    def _publish(self) -> None:
+        """The progress gauges, with the last completed step (also from the watchdog thread,
+        so a stuck rank's series stays in Prometheus with its old timestamp)."""
         if self.metrics is not None:
             median = self._median()
+            with self._lock:
+                step, at = self.completed_step, self.last_progress
             # Before the first step the median is unknown: export the startup limit divided by
             # the factor the alert multiplies with, so alert and watchdog agree on the limit.
-            self.metrics.progress(
-                self.completed_step,
-                self.last_progress,
-                median if median is not None else self.limit_s() / self.cfg.factor,
-            )
+            self.metrics.progress(step, at, median if median is not None else self.limit_s() / self.cfg.factor)
 
     def _beat(self) -> None:
         if self.board is None:
@@ -257,8 +283,17 @@ class StepWatchdog:
     def stop(self) -> None:
         self._stop.set()
 
+    def _republish(self) -> None:
+        try:
+            self._publish()
+            if self.metrics is not None:
+                self.metrics.republish()
+        except Exception as err:  # metrics are for people; never stop the watchdog over them
+            print(f"[rank{self.rank}] could not export step metrics: {err}", file=sys.stderr)
+
     def _run(self) -> None:
         while not self._stop.wait(self.cfg.poll_s):
+            self._republish()
             line = self.check()
             if line is not None and not self._stop.is_set():
                 self.fired = line

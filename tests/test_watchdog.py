@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ray_apps.train import parse_args
@@ -137,3 +139,41 @@ def test_a_watchdog_that_could_never_or_always_fire_is_refused(flag: str) -> Non
     args = parse_args(["--device=cpu", "--data-uri=d", "--storage-uri=s", "--run-name=r", flag])
     with pytest.raises(ValueError, match="--watchdog-factor must be > 1"):
         args.validate()
+
+
+class RecordingMetrics:
+    """Stands in for StepMetrics (Ray's Gauge needs a running Ray): records every export."""
+
+    def __init__(self) -> None:
+        self.progress_calls: list[tuple[int, float, float]] = []
+        self.republished = 0
+
+    def progress(self, step: int, at: float, median_s: float) -> None:
+        self.progress_calls.append((step, at, median_s))
+
+    def republish(self) -> None:
+        self.republished += 1
+
+
+def test_a_stuck_rank_keeps_exporting_its_last_step_and_its_time() -> None:
+    """Ray drops a gauge that is not set again within an export interval; the watchdog thread
+    re-sets the stuck rank's old values, so `time() - last step` keeps growing for the alert."""
+    clock, fired, metrics = FakeClock(), [], RecordingMetrics()
+    dog = StepWatchdog(
+        CFG, rank=1, world=4, attempt=1, slice_name="tpu-v6e-train-0", worker_id="1",
+        metrics=metrics, clock=clock, on_fire=fired.append,  # type: ignore[arg-type]
+    )  # fmt: skip
+    dog.begin(1)
+    dog.started(1)
+    clock.now += 2.0
+    dog.completed(1)  # step 1 at t=1002, median 2 s
+    dog.started(2)  # ... and never completes
+    clock.now += 30  # within the 60 s floor: the thread polls without firing
+    dog.start()
+    deadline = time.monotonic() + 5
+    while metrics.republished < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dog.stop()
+    assert metrics.republished >= 3
+    assert set(metrics.progress_calls[1:]) == {(1, 1002.0, 2.0)}
+    assert fired == []

@@ -32,14 +32,7 @@ from tpuray.emulator import EmulatedCluster, SliceSpec
 from tpuray.observe import rules
 
 # A 4-host gang, a stall of WATCHDOG_FLOOR_S and a restart: longer than the suite's 600 s default.
-# Skipped, visibly: this emulator proof (stall -> alert -> watchdog -> clean restart) has not
-# passed on the 2-core machine yet (both runs ended at their deadline under load); the
-# watchdog itself is unit-tested in tests/test_watchdog.py. Issue 16 stays open for it.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(1800),
-    pytest.mark.skip(reason="emulator watchdog proof not yet passing on 2 cores (issue 16)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 V6E = catalog.lookup("v6e", "4x4")
 SLICE = "v6e-wd-0"

@@ -564,7 +564,13 @@ class EmulatedCluster:
 
         state = self.state
         total = plan.hosts + 1
-        base = {**BASE_ENV, "RAY_TMPDIR": state.state_dir}  # Ray appends /ray itself
+        gcs_port = _free_port()
+        # Every node's processes get RAY_ADDRESS, as KubeRay sets it in every Ray container
+        # (ray-operator/controllers/ray/common/pod.go, setContainerEnvVars). Ray's state API,
+        # which Ray Train's controller and state actors call with no address, otherwise
+        # looks for "the" local cluster and fails with "Found multiple active Ray instances"
+        # when other clusters run on the same machine.
+        base = {**BASE_ENV, "RAY_TMPDIR": state.state_dir, "RAY_ADDRESS": f"127.0.0.1:{gcs_port}"}
         if state.storage_host:
             base[storage_emulator.HOST_ENV] = state.storage_host
             base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMAGE_SITE), os.environ.get("PYTHONPATH")]))
@@ -583,7 +589,7 @@ class EmulatedCluster:
             self._cluster = cluster
             head = cluster.add_node(
                 num_cpus=host_cpus,
-                gcs_server_port=_free_port(),
+                gcs_server_port=gcs_port,
                 include_dashboard=dashboard,
                 dashboard_port=_free_port(),
                 dashboard_host="127.0.0.1",
