@@ -73,6 +73,18 @@ def test_a_checkpoint_that_cannot_be_loaded_leaves_the_backend_failed_with_the_e
     assert report.reason is not None and report.reason.startswith(f"could not load {checkpoint_dir}: ")
 
 
+def test_a_backend_whose_checkpoint_never_came_is_failed_with_the_deadline_message(tmp_path: Path) -> None:
+    predictor = serve.CheckpointPredictor.__new__(serve.CheckpointPredictor)
+    with pytest.raises(serve.CheckpointNotReady):
+        serve.CheckpointPredictor.__init__(predictor, str(tmp_path / "runs" / "r"), "m", 0.0)
+    report = predictor.health.report()
+    assert (report.status, report.http_status) == (State.FAILED, 503)
+    assert report.reason == (
+        f"no complete checkpoint at {tmp_path / 'runs' / 'r'} after 0 s (checkpoint_wait_s=0): has the training "
+        "run written one there? Check its checkpoint URI, or raise tpuray:workloads.serve.checkpointWaitSeconds"
+    )
+
+
 def test_every_state_but_ready_needs_a_reason() -> None:
     with pytest.raises(ValueError, match="state loading needs a reason"):
         health.Health("checkpoint", "m").set(State.LOADING)
