@@ -140,6 +140,7 @@ def test_every_gke_floor_was_read_in_the_source_it_cites() -> None:
     assert {name: floor.verified for name, floor in gke_versions.FLOORS.items()} == {
         "Ray operator add-on": True,
         "ComputeClass": True,
+        "TPU containers without privileged mode (Pod Security restricted)": True,
         "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning": True,
         "TPU7x (Ironwood)": True,
         "flex-start for TPUs": True,

@@ -43,6 +43,12 @@ FLOORS: dict[str, Floor] = {
         "1.30.3-gke.1451000 and later')",
         True,
     ),
+    "TPU containers without privileged mode (Pod Security restricted)": Floor(
+        "1.28.0",
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning, TPU workload "
+        "sample: 'privileged: true # Required for GKE versions earlier than 1.28 to access TPUs.'",
+        True,
+    ),
     "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning": Floor(
         "1.33.3-gke.1136000",
         "google/skills gke-compute-classes SKILL.md: 'Starting with GKE 1.33.3-gke.1136000, "
@@ -74,10 +80,11 @@ def parse(version: str) -> tuple[int, int, int, int] | None:
 
 
 def features_used(cfg: StackConfig) -> list[str]:
-    """The features with a floor that this stack declares (the program always uses the first three)."""
+    """The features with a floor that this stack declares (the program always uses the first four)."""
     used = [
         "Ray operator add-on",
         "ComputeClass",
+        "TPU containers without privileged mode (Pod Security restricted)",
         "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning",
     ]
     if any(pool.generation == "tpu7x" for pool in cfg.slice_pools):
