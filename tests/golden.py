@@ -16,7 +16,9 @@ One field is normalised and one line left out, nothing else:
   RayService's serveConfigV2) becomes `tpuray-apps-<bundle-hash>.zip`. It is the sha256 of the
   files under ray_apps/ (tpuray.bundle.sources_digest), so ANY edit of ray_apps/ (a docstring,
   another engineer's Serve change) changes it; what it must be is tested in test_bundle.py;
-- preview.txt leaves out the "prices ... days old" line, which counts days from today.
+- preview.txt leaves out the "prices ... days old" line, and preview.json's `ageDays` becomes
+  `"<days since the snapshot>"`: both count days from today (tests/test_prices_refresh.py
+  tests the age itself).
 Everything else is deterministic: two runs of the same tree give identical bytes.
 """
 
@@ -42,10 +44,14 @@ if str(REPO) not in sys.path:
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
 STACKS = ("dev", "staging", "prod")
 BUNDLE_HASH = re.compile(r"tpuray-apps-[0-9a-f]{16}\.zip")
+# The price snapshot's age in days counts from today: it changes at every midnight UTC.
+PRICE_AGE = re.compile(r'"ageDays": \d+')
 
 
 def normalise(text: str) -> str:
-    return BUNDLE_HASH.sub("tpuray-apps-<bundle-hash>.zip", text)
+    return PRICE_AGE.sub(
+        '"ageDays": "<days since the snapshot>"', BUNDLE_HASH.sub("tpuray-apps-<bundle-hash>.zip", text)
+    )
 
 
 def preview_json(run: StackRun) -> str:

@@ -38,12 +38,11 @@ def _utc(value: str) -> datetime:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
 
 
-class MaintenanceWindow(_Model):
-    """A recurring window (google_container_cluster maintenance_policy.recurring_window)."""
+class _Period(_Model):
+    """RFC 3339 UTC start and end times, as GKE's maintenance policy takes them."""
 
     start: str
     end: str
-    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", pattern=r"^FREQ=")
 
     @field_validator("start", "end")
     @classmethod
@@ -52,19 +51,17 @@ class MaintenanceWindow(_Model):
         return value
 
 
-class MaintenanceExclusion(_Model):
+class MaintenanceWindow(_Period):
+    """A recurring window (google_container_cluster maintenance_policy.recurring_window)."""
+
+    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", pattern=r"^FREQ=")
+
+
+class MaintenanceExclusion(_Period):
     """A period without auto-upgrades, e.g. around a long training run (TPU pools are recreated on upgrade)."""
 
     name: str = Field(min_length=1)
-    start: str
-    end: str
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_MINOR_OR_NODE_UPGRADES"
-
-    @field_validator("start", "end")
-    @classmethod
-    def _time(cls, value: str) -> str:
-        _utc(value)
-        return value
 
 
 class MaintenanceConfig(_Model):
