@@ -94,7 +94,7 @@ def test_service_deployed_before_training_waits_for_the_checkpoint_then_serves(s
     out, err = serve.communicate(timeout=600)
     assert serve.returncode == 0, err + out[-3000:]
     answer = last_json(out)
-    assert answer["health"]["status"] == "ok"
+    assert (answer["health"]["status"], answer["health"]["reason"]) == ("ready", None)
     assert len(answer["response"]["predictions"]) == len(answer["request"]["instances"])
     # The replica loads the first complete checkpoint it sees: step 5 or the final step 10.
     assert answer["response"]["model_step"] in (5, 10)
