@@ -30,7 +30,7 @@ def test_plan_emulates_every_rendered_tpu_worker_group_at_full_size() -> None:
     for workload, role in ((run.config.workloads.train, "train"), (run.config.workloads.serve, "serve")):
         pool = run.config.pool(workload.pool)
         for tier in pool.capacity:  # every tier's group, so fallbacks have somewhere to go
-            expected += [(f"{role}-{tier.kind.value}-{i}", pool.shape, tier) for i in range(pool.slices)]
+            expected += [(f"{role}-{tier.kind.key}-{i}", pool.shape, tier) for i in range(pool.slices)]
     assert sorted(s.name for s in plan.slices) == sorted(name for name, _, _ in expected)
     by_name = {s.name: s for s in plan.slices}
     for name, shape, tier in expected:
@@ -38,7 +38,7 @@ def test_plan_emulates_every_rendered_tpu_worker_group_at_full_size() -> None:
         assert (spec.hosts, spec.chips_per_host, spec.pod_type) == (shape.hosts, shape.chips_per_host, shape.pod_type)
         assert spec.head_resource == shape.head_resource
         assert spec.reduced_from is None
-        assert (spec.market_type, spec.tier) == (tier.market_type, tier.kind.value)
+        assert (spec.market_type, spec.tier) == (tier.market_type, tier.kind.key)
 
 
 def test_host_env_is_what_the_webhook_injects() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests import facts
-from tpuray.config import TierKind
+from tpuray import capacity
 from tpuray.mockrun import StackRun
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -95,9 +95,9 @@ def test_first_capacity_tier_sets_spot_or_specific_reservation_affinity(stack_ru
         tier = pool.capacity[0]
         for node_pool in tpu_pools(stack_run, pool.name):
             node_config = node_pool["nodeConfig"]
-            assert node_config.get("spot", False) is (tier.kind is TierKind.SPOT)
+            assert node_config.get("spot", False) is (tier.kind is capacity.SPOT)
             affinity = node_config.get("reservationAffinity")
-            if tier.kind is TierKind.RESERVATION:
+            if tier.kind is capacity.RESERVATION:
                 assert affinity == {
                     "consumeReservationType": "SPECIFIC_RESERVATION",
                     "key": "compute.googleapis.com/reservation-name",
@@ -129,9 +129,9 @@ def test_compute_class_priorities_follow_the_capacity_chain_in_order(stack_run):
         assert len(spec["priorities"]) == len(expected)
         for priority, (shape, tier) in zip(spec["priorities"], expected, strict=True):
             assert priority["tpu"] == {"type": shape.accelerator, "count": shape.chips, "topology": shape.topology}
-            assert priority.get("spot", False) is (tier.kind is TierKind.SPOT)
-            assert ("flexStart" in priority) is (tier.kind is TierKind.FLEX_START)
-            if tier.kind is TierKind.RESERVATION:
+            assert priority.get("spot", False) is (tier.kind is capacity.SPOT)
+            assert ("flexStart" in priority) is (tier.kind is capacity.FLEX_START)
+            if tier.kind is capacity.RESERVATION:
                 assert priority["reservations"] == {
                     "affinity": "Specific",
                     "specific": [{"name": tier.reservation.name}],
@@ -155,11 +155,7 @@ def test_prod_has_two_reserved_v6e_4x4_slices_then_spot_then_on_demand():
     run = mocked("prod")
     pools = tpu_pools(run, "v6e-train")
     assert [p["name"] for p in pools] == ["v6e-train-0", "v6e-train-1"]
-    assert [t.kind for t in run.config.pool("v6e-train").capacity] == [
-        TierKind.RESERVATION,
-        TierKind.SPOT,
-        TierKind.ON_DEMAND,
-    ]
+    assert [t.kind.key for t in run.config.pool("v6e-train").capacity] == ["reservation", "spot", "on-demand"]
 
 
 def test_kubernetes_objects_use_the_provider_built_from_the_cluster(stack_run):

@@ -47,9 +47,9 @@ def expected_groups(run: StackRun, pool, role: str, slices: int) -> list[tuple[s
     """(group name, shape, tier, replicas): one per tier, then per fallback shape and tier.
     Shapes are literal (tests/facts.py), not the catalog's."""
     shape = facts.shape(run.stack, pool.name)
-    groups = [(f"{role}-{t.kind.value}", shape, t, slices if i == 0 else 0) for i, t in enumerate(pool.capacity)]
+    groups = [(f"{role}-{t.kind.key}", shape, t, slices if i == 0 else 0) for i, t in enumerate(pool.capacity)]
     for fb, shape in zip(pool.fallback, facts.fallbacks(run.stack, pool.name), strict=True):
-        groups += [(f"{role}-{shape.generation}-{t.kind.value}", shape, t, 0) for t in fb.capacity]
+        groups += [(f"{role}-{shape.generation}-{t.kind.key}", shape, t, 0) for t in fb.capacity]
     return groups
 
 
@@ -115,7 +115,7 @@ def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_t
         ):
             pod = group["template"]["spec"]
             by_tier = (
-                tier_selector[tier.kind.value]
+                tier_selector[tier.kind.key]
                 if tier.reservation is None
                 else {"cloud.google.com/reservation-name": tier.reservation.name}
             )
@@ -159,7 +159,7 @@ def test_worker_group_ray_labels_carry_market_type_tier_pool_and_generation(stac
         ):
             assert group["labels"] == {
                 "ray.io/market-type": tier.market_type,
-                "tpuray.dev/capacity-tier": tier.kind.value,
+                "tpuray.dev/capacity-tier": tier.kind.key,
                 "tpuray.dev/slice-pool": pool.name,
                 "tpuray.dev/generation": shape.generation,
             }

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from tpuray import catalog, pricebook
-from tpuray.config import PRICE_TIERS
+from tpuray.config import price_tiers
 
 SERVICES = ("Compute Engine", "Cloud TPU")  # display names, looked up with list_services
 SOURCE = "Cloud Billing Catalog API (cloudbilling.googleapis.com/v1)"
@@ -48,7 +48,7 @@ class RefreshError(Exception):
 @dataclass(frozen=True)
 class SkuPrice:
     generation: str
-    tier: str  # a PRICE_TIERS value or a pricebook.COMMITMENTS value
+    tier: str  # a price_tiers() value or a pricebook.COMMITMENTS value
     region: str
     price: float  # USD per chip-hour
     sku_id: str
@@ -174,10 +174,10 @@ def build_snapshot(prices: list[SkuPrice], regions: Iterable[str], refreshed: dt
             if gen not in PER_CHIP_TOKENS:
                 kept = current.get(region, {}).get(gen)
                 why = f"{SOURCE} does not price {gen} per chip-hour; not in the previous snapshot either"
-                gens[gen] = kept or {t: {"unknown": why} for t in PRICE_TIERS}
+                gens[gen] = kept or {t: {"unknown": why} for t in price_tiers()}
                 continue
             tiers: dict[str, Any] = {}
-            for tier in (*PRICE_TIERS, *pricebook.COMMITMENTS):
+            for tier in (*price_tiers(), *pricebook.COMMITMENTS):
                 p = by_key.get((region, gen, tier))
                 tiers[tier] = (
                     p.entry(refreshed)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from tpuray import catalog, gcp_rules, gke_versions
+from tpuray import capacity, catalog, gcp_rules, gke_versions
 from tpuray.security_config import (
     BinaryAuthorizationConfig,
     MaintenanceConfig,
@@ -39,8 +39,6 @@ CONFIG_KEYS = (
     "observability",
     "images",
 )
-# Capacity tiers as the price file and tpuray:prices name them (TierKind values).
-PRICE_TIERS = ("on-demand", "spot", "reservation", "flex-start")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -111,46 +109,65 @@ class ReservationRef(_Model):
         return {"name": value} if isinstance(value, str) else value
 
 
-class TierKind(str, Enum):
-    SPOT = "spot"
-    RESERVATION = "reservation"
-    ON_DEMAND = "on-demand"
-    FLEX_START = "flex-start"
-
-
 class CapacityTier(_Model):
-    """One step of a capacity chain. Exactly one of the four keys is set."""
+    """One step of a capacity chain. Exactly one tier key is set (tpuray/capacity.py has the tiers)."""
 
     spot: bool = False
     reservation: ReservationRef | None = None
     on_demand: bool = Field(False, alias="onDemand")
     flex_start: bool = Field(False, alias="flexStart")
+    # Keys of tiers in tpuray.capacity.TIERS that have no field above (a tier added to the table only).
+    others: SkipJsonSchema[dict[str, Any]] = Field(default_factory=dict, exclude=True)
 
     @field_validator("reservation", mode="before")
     @classmethod
     def _reservation_shorthand(cls, value: Any) -> Any:
         return ReservationRef.coerce(value)
 
-    def kinds(self) -> list[TierKind]:
-        chosen = []
-        if self.spot:
-            chosen.append(TierKind.SPOT)
-        if self.reservation is not None:
-            chosen.append(TierKind.RESERVATION)
-        if self.on_demand:
-            chosen.append(TierKind.ON_DEMAND)
-        if self.flex_start:
-            chosen.append(TierKind.FLEX_START)
-        return chosen
+    @model_validator(mode="before")
+    @classmethod
+    def _table_tiers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        declared = {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
+        others = {t.config_key: data[t.config_key] for t in capacity.TIERS if t.config_key in data}
+        others = {k: v for k, v in others.items() if k not in declared}
+        return {k: v for k, v in data.items() if k not in others} | ({"others": others} if others else {})
+
+    def value(self, tier: capacity.Tier) -> Any:
+        """What this step says for one tier: False/None when it does not choose it."""
+        if tier.field in type(self).model_fields:
+            return getattr(self, tier.field)
+        return self.others.get(tier.config_key)
+
+    def kinds(self) -> list[capacity.Tier]:
+        return [t for t in tier_order() if self.value(t) is not None and self.value(t) is not False]
 
     @property
-    def kind(self) -> TierKind:
+    def kind(self) -> capacity.Tier:
         return self.kinds()[0]
 
     @property
     def market_type(self) -> str:
         """Ray's ray.io/market-type label value for nodes of this tier."""
-        return "spot" if self.kind is TierKind.SPOT else "on-demand"
+        return self.kind.market_type
+
+
+def tier_order() -> list[capacity.Tier]:
+    """The capacity tiers in the order the config schema lists their keys (spot, reservation,
+    onDemand, flexStart), then tiers of the table that have no field of their own."""
+    fields = list(CapacityTier.model_fields)
+    return sorted(capacity.TIERS, key=lambda t: fields.index(t.field) if t.field in fields else len(fields))
+
+
+def tier_keys() -> str:
+    """ "spot, reservation, onDemand, flexStart": the config keys of a capacity step, for messages."""
+    return ", ".join(t.config_key for t in tier_order())
+
+
+def price_tiers() -> tuple[str, ...]:
+    """Capacity tiers as the price file and tpuray:prices name them, the default (on-demand) first."""
+    return tuple(t.price_key for t in sorted(tier_order(), key=lambda t: not t.is_default))
 
 
 class FallbackShape(_Model):
@@ -395,9 +412,7 @@ def _pydantic_lines(err: ValidationError) -> list[str]:
 
 def _tier_lines(key: str, tiers: list[CapacityTier]) -> list[str]:
     if not tiers:
-        return [
-            f"{key}: [] is empty; list at least one tier, in priority order, from spot, reservation, onDemand, flexStart"
-        ]
+        return [f"{key}: [] is empty; list at least one tier, in priority order, from {tier_keys()}"]
     lines = []
     for i, tier in enumerate(tiers):
         tkey = f"{key}[{i}]"
@@ -408,11 +423,10 @@ def _tier_lines(key: str, tiers: list[CapacityTier]) -> list[str]:
                 "(GKE rejects it): make them separate tiers"
             )
         elif not kinds:
-            lines.append(f"{tkey}: {{}} names no capacity; set exactly one of spot, reservation, onDemand, flexStart")
+            lines.append(f"{tkey}: {{}} names no capacity; set exactly one of {tier_keys()}")
         elif len(kinds) > 1:
             lines.append(
-                f"{tkey}: combines {' and '.join(k.value for k in kinds)}; set exactly one of "
-                "spot, reservation, onDemand, flexStart per tier"
+                f"{tkey}: combines {' and '.join(k.key for k in kinds)}; set exactly one of {tier_keys()} per tier"
             )
         if tier.reservation is not None and not tier.reservation.name.strip():
             lines.append(
@@ -541,8 +555,8 @@ def _price_lines(cfg: StackConfig) -> list[str]:
             lines.append(f"{key}: {_show(gen)} is not a TPU generation; valid: {', '.join(catalog.GENERATIONS)}")
             continue
         for tier, price in tiers.items():
-            if tier not in PRICE_TIERS:
-                lines.append(f"{key}.{tier}: unknown capacity tier; valid: {', '.join(PRICE_TIERS)}")
+            if tier not in price_tiers():
+                lines.append(f"{key}.{tier}: unknown capacity tier; valid: {', '.join(price_tiers())}")
             elif price < 0:
                 lines.append(f"{key}.{tier}: {price} is invalid; a price per chip-hour is >= 0 (USD)")
     return lines

@@ -22,13 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuray import catalog, pricebook
-from tpuray.config import PRICE_TIERS, SlicePoolConfig, StackConfig, TierKind
+from tpuray import capacity, catalog, pricebook
+from tpuray.config import SlicePoolConfig, StackConfig, price_tiers
 from tpuray.pricebook import Price, hours_per_month
 
 __all__ = ["Price", "hours_per_month"]
 
 CONFIG_SOURCE = "stack config (tpuray:prices)"
+# Every line is also priced on demand: what the chain would cost with no discount at all.
+ON_DEMAND = capacity.ON_DEMAND.price_key
 # Not TPU chips, so outside this model; listed in every report so they are never taken as $0.
 NOT_INCLUDED = (
     "GKE cluster management fee",
@@ -39,11 +41,11 @@ NOT_INCLUDED = (
 
 def price(cfg: StackConfig, generation: str, tier: str) -> Price:
     """The price a stack pays: its own `tpuray:prices` first, then the snapshot's figure."""
-    assert tier in PRICE_TIERS, tier
+    assert tier in price_tiers(), tier
     own = cfg.prices.get(generation, {})
     if own.get(tier) is not None:
         return Price(float(own[tier]), CONFIG_SOURCE)
-    return pricebook.published_price(cfg.gcp.region, generation, tier, own.get("on-demand"))
+    return pricebook.published_price(cfg.gcp.region, generation, tier, own.get(ON_DEMAND))
 
 
 @dataclass(frozen=True)
@@ -228,29 +230,25 @@ def _worst(lines: list[CostLine]) -> Part:
     return part
 
 
-def _tier_name(kind: TierKind) -> str:
-    return kind.value  # TierKind values are the price file's tier names
-
-
 def _pool_lines(cfg: StackConfig, pool: SlicePoolConfig) -> list[CostLine]:
     lines = []
     for index, tier in enumerate(pool.capacity):
-        kind = tier.kind
+        kind = tier.kind  # its row in tpuray/capacity.py
         chips_max = pool.slices * pool.shape.chips
         # Only the node pools' own tier runs at minimum; flex-start node pools start at zero.
         first = index == 0
-        chips_min = chips_max if first and kind is not TierKind.FLEX_START else 0
+        chips_min = chips_max if first and not kind.from_zero else 0
         lines.append(
             CostLine(
                 pool=pool.name,
                 generation=pool.generation,
                 topology=pool.topology,
-                tier=_tier_name(kind),
+                tier=kind.price_key,
                 role="configured" if first else "chain",
                 chips_min=chips_min,
                 chips_max=chips_max,
-                price=price(cfg, pool.generation, _tier_name(kind)),
-                on_demand=price(cfg, pool.generation, "on-demand"),
+                price=price(cfg, pool.generation, kind.price_key),
+                on_demand=price(cfg, pool.generation, ON_DEMAND),
             )
         )
     for fb in pool.fallback:
@@ -261,12 +259,12 @@ def _pool_lines(cfg: StackConfig, pool: SlicePoolConfig) -> list[CostLine]:
                     pool=pool.name,
                     generation=fb.generation,
                     topology=fb.topology,
-                    tier=_tier_name(tier.kind),
+                    tier=tier.kind.price_key,
                     role="fallback",
                     chips_min=0,
                     chips_max=pool.slices * shape.chips,
-                    price=price(cfg, fb.generation, _tier_name(tier.kind)),
-                    on_demand=price(cfg, fb.generation, "on-demand"),
+                    price=price(cfg, fb.generation, tier.kind.price_key),
+                    on_demand=price(cfg, fb.generation, ON_DEMAND),
                 )
             )
     return lines

@@ -11,6 +11,13 @@ GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 COMPUTE_CLASS = "cloud.google.com/compute-class"
 TPU_RESOURCE = "google.com/tpu"
+# Node labels GKE sets per capacity tier (tpuray/capacity.py): a worker group per tier pins its
+# pods to that tier's nodes. Spot nodes also carry gke-spot=true as a NoSchedule taint.
+GKE_SPOT = "cloud.google.com/gke-spot"
+GKE_FLEX_START = "cloud.google.com/gke-flex-start"
+GKE_RESERVATION_NAME = "cloud.google.com/reservation-name"
+# Compute Engine reservation affinity key of a node pool that consumes a specific reservation.
+RESERVATION_AFFINITY_KEY = "compute.googleapis.com/reservation-name"
 
 RAY_KINDS = ("RayJob", "RayService", "RayCluster")
 

@@ -12,11 +12,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tpuray import catalog
-from tpuray.config import CapacityTier, SlicePoolConfig, TierKind
-
-# GKE waits this long for TPU capacity of one priority before trying the next.
-CAPACITY_CHECK_WAIT_SECONDS = 600
+from tpuray import capacity, catalog
+from tpuray.config import CapacityTier, SlicePoolConfig
 
 
 def tier_priority(shape: catalog.SliceShape, tier: CapacityTier) -> dict[str, Any]:
@@ -26,22 +23,7 @@ def tier_priority(shape: catalog.SliceShape, tier: CapacityTier) -> dict[str, An
         "tpu": {"type": shape.gke_accelerator, "count": shape.chips_per_host, "topology": shape.topology},
         "machineType": shape.machine_type,
     }
-    if tier.kind is TierKind.SPOT:
-        priority["spot"] = True
-    elif tier.kind is TierKind.RESERVATION:
-        assert tier.reservation is not None
-        specific: dict[str, Any] = {"name": tier.reservation.name}
-        if tier.reservation.project:
-            specific["project"] = tier.reservation.project
-        # Specific reservations only: AnyBestEffort would silently fall to on-demand.
-        priority["reservations"] = {"affinity": "Specific", "specific": [specific]}
-    elif tier.kind is TierKind.FLEX_START:
-        priority["flexStart"] = {"enabled": True}
-        priority["capacityCheckWaitTimeSeconds"] = CAPACITY_CHECK_WAIT_SECONDS
-    else:
-        priority["spot"] = False
-        priority["reservations"] = {"affinity": "None"}
-    return priority
+    return priority | tier.kind.priority(tier.reservation)
 
 
 def compute_class_spec(pool: SlicePoolConfig, node_service_account: Any = None) -> dict[str, Any]:
@@ -63,15 +45,7 @@ def compute_class_spec(pool: SlicePoolConfig, node_service_account: Any = None) 
 
 def _describe(priority: dict[str, Any]) -> str:
     tpu = priority["tpu"]
-    if priority.get("spot"):
-        tier = "spot"
-    elif "flexStart" in priority:
-        tier = "flex-start"
-    elif priority.get("reservations", {}).get("affinity") == "Specific":
-        tier = "reservation " + priority["reservations"]["specific"][0]["name"]
-    else:
-        tier = "on-demand"
-    return f"{tpu['type']} {tpu['topology']} {tier}"
+    return f"{tpu['type']} {tpu['topology']} {capacity.tier_of_priority(priority).describe_priority(priority)}"
 
 
 @dataclass(frozen=True)

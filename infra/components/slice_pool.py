@@ -17,34 +17,16 @@ import pulumi_gcp as gcp
 from infra.components.cluster import node_hardening
 from infra.components.observability import cost_labels
 from tpuray.catalog import Placement
-from tpuray.config import CapacityTier, SlicePoolConfig, TierKind
+from tpuray.config import CapacityTier, SlicePoolConfig
 
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 POOL_LABEL = "tpuray.dev/slice-pool"
 TIER_LABEL = "tpuray.dev/capacity-tier"
 
 
 def capacity_node_config(tier: CapacityTier, project: str) -> dict:
-    """The node_config fields that express one capacity tier."""
-    if tier.kind is TierKind.SPOT:
-        return {"spot": True}
-    if tier.kind is TierKind.FLEX_START:
-        return {"flex_start": True, "reservation_affinity": {"consume_reservation_type": "NO_RESERVATION"}}
-    if tier.kind is TierKind.RESERVATION:
-        assert tier.reservation is not None
-        name = tier.reservation.name
-        if tier.reservation.project and tier.reservation.project != project:
-            # A shared reservation is addressed by its full path.
-            name = f"projects/{tier.reservation.project}/reservations/{name}"
-        return {
-            "reservation_affinity": {
-                "consume_reservation_type": "SPECIFIC_RESERVATION",
-                "key": RESERVATION_KEY,
-                "values": [name],
-            }
-        }
-    return {}  # on-demand
+    """The node_config fields that express one capacity tier (its row in tpuray/capacity.py)."""
+    return tier.kind.node_config(tier.reservation, project)
 
 
 @dataclass(frozen=True)
@@ -85,7 +67,7 @@ class SlicePool(pulumi.ComponentResource):
             # https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood
             placement = {"type": "COMPACT", "policy_name": policy.name}
 
-        flex = tier.kind is TierKind.FLEX_START
+        from_zero = tier.kind.from_zero
         # Multi-host: one pool per slice, all hosts of a slice or none. Single-host: one pool.
         pools = pool.slices if shape.multi_host else 1
         nodes_per_pool = shape.hosts if shape.multi_host else pool.slices
@@ -100,25 +82,25 @@ class SlicePool(pulumi.ComponentResource):
                 location=args.region,
                 node_locations=[args.zone],
                 # Flex-start capacity arrives through the autoscaler, from zero.
-                initial_node_count=0 if flex else nodes_per_pool,
+                initial_node_count=0 if from_zero else nodes_per_pool,
                 autoscaling={
                     "total_min_node_count": 0,
                     "total_max_node_count": nodes_per_pool,
                     "location_policy": "ANY",
                 }
-                if flex
+                if from_zero
                 else None,
                 placement_policy=placement,
-                management={"auto_repair": not flex, "auto_upgrade": True},
+                management={"auto_repair": tier.kind.auto_repair, "auto_upgrade": True},
                 node_config={
                     "machine_type": shape.machine_type,
                     "labels": {
                         COMPUTE_CLASS_LABEL: pool.compute_class,
                         POOL_LABEL: pool.name,
-                        TIER_LABEL: tier.kind.value,
+                        TIER_LABEL: tier.kind.key,
                     },
                     # Manual pools join a ComputeClass through its label plus a matching taint.
-                    "resource_labels": cost_labels(args.stack, pool.name, tier.kind.value),
+                    "resource_labels": cost_labels(args.stack, pool.name, tier.kind.key),
                     "taints": [{"key": COMPUTE_CLASS_LABEL, "value": pool.compute_class, "effect": "NO_SCHEDULE"}],
                     **capacity_node_config(tier, args.project),
                     **node_hardening(args.node_service_account),

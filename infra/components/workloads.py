@@ -21,9 +21,9 @@ from infra.components import network, pod_security
 from infra.components.cluster import SYSTEM_POOL_LABEL
 from infra.components.slice_pool import COMPUTE_CLASS_LABEL
 from ray_apps import health
-from tpuray import bundle, catalog, images, labels
+from tpuray import bundle, capacity, catalog, images, labels
 from tpuray.catalog import SliceShape
-from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig, TierKind
+from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig
 from tpuray.gcp_rules import service_account_id
 from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
 
@@ -36,28 +36,11 @@ GENERATION_LABEL = labels.GENERATION
 MARKET_LABEL = labels.MARKET_TYPE
 TIER_LABEL = labels.CAPACITY_TIER
 
-# Node labels GKE sets per capacity: a worker group per tier pins its pods to that tier's
-# nodes, so the Ray node label ray.io/market-type is true for every node of the group.
-SPOT_NODE_LABEL = "cloud.google.com/gke-spot"
-FLEX_START_NODE_LABEL = "cloud.google.com/gke-flex-start"
-RESERVATION_NODE_LABEL = "cloud.google.com/reservation-name"
-
 
 def _tier_placement(tier: CapacityTier) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """(extra nodeSelector, nodeAffinity) that keep a group's pods on one capacity tier."""
-    if tier.kind is TierKind.SPOT:
-        return {SPOT_NODE_LABEL: "true"}, None
-    if tier.kind is TierKind.FLEX_START:
-        return {FLEX_START_NODE_LABEL: "true"}, None
-    if tier.kind is TierKind.RESERVATION:
-        assert tier.reservation is not None
-        return {RESERVATION_NODE_LABEL: tier.reservation.name}, None
-    # On-demand has no label of its own: it is the node that is none of the others.
-    absent = [
-        {"key": key, "operator": "DoesNotExist"}
-        for key in (SPOT_NODE_LABEL, FLEX_START_NODE_LABEL, RESERVATION_NODE_LABEL)
-    ]
-    return {}, {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": absent}]}}
+    """(extra nodeSelector, nodeAffinity) that keep a group's pods on one capacity tier's nodes,
+    so that the Ray node label ray.io/market-type is true for every node of the group."""
+    return capacity.node_placement(tier.kind, tier.reservation)
 
 
 def tpu_worker_group(
@@ -100,10 +83,8 @@ def tpu_worker_group(
     }
     if affinity:
         pod_spec["affinity"] = {"nodeAffinity": affinity}
-    if tier.kind is TierKind.SPOT:
-        pod_spec["tolerations"].append(
-            {"key": SPOT_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-        )
+    if toleration := capacity.toleration(tier.kind):
+        pod_spec["tolerations"].append(toleration)
     return {
         "groupName": group_name,
         # One replica is one slice: KubeRay creates and deletes its numOfHosts pods together.
@@ -114,7 +95,7 @@ def tpu_worker_group(
         # Ray node labels: what label-selector fallback chains (ray_apps.slices) match on.
         "labels": {
             MARKET_LABEL: tier.market_type,
-            TIER_LABEL: tier.kind.value,
+            TIER_LABEL: tier.kind.key,
             POOL_LABEL: pool.name,
             GENERATION_LABEL: shape.generation,
         },
@@ -141,16 +122,14 @@ def tpu_worker_groups(
     for index, tier in enumerate(pool.capacity):
         groups.append(
             tpu_worker_group(
-                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.value}", image
+                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.key}", image
             )
         )
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
         for tier in fallback.capacity:
             groups.append(
-                tpu_worker_group(
-                    pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.value}", image
-                )
+                tpu_worker_group(pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.key}", image)
             )
     return groups
 

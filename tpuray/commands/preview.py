@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tpuray import capacity
 from tpuray.cli import UserError
 from tpuray.cost import cost_table, stack_cost
 from tpuray.labels import ray_cluster_spec
@@ -96,17 +97,7 @@ def key_inputs(r: MockedResource) -> str:
         )
     if r.type == "gcp:container/nodePool:NodePool":
         nc = i.get("nodeConfig", {})
-        tier = (
-            "spot"
-            if nc.get("spot")
-            else "flex-start"
-            if nc.get("flexStart")
-            else (
-                "reservation " + ",".join(_get(nc, "reservationAffinity", "values") or [])
-                if _get(nc, "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION"
-                else "on-demand"
-            )
-        )
+        tier = capacity.tier_of_node_config(nc).describe_node_config(nc)
         size = _n(i.get("initialNodeCount", 0))
         if i.get("autoscaling"):
             size += f" (max {_n(_get(i, 'autoscaling', 'totalMaxNodeCount'))})"
@@ -117,13 +108,7 @@ def key_inputs(r: MockedResource) -> str:
         prios = _get(i, "spec", "priorities") or []
         steps = []
         for p in prios:
-            tier = (
-                "spot"
-                if p.get("spot")
-                else "flex-start"
-                if "flexStart" in p
-                else ("reservation" if _get(p, "reservations", "affinity") == "Specific" else "on-demand")
-            )
+            tier = capacity.tier_of_priority(p).display
             steps.append(f"{_get(p, 'tpu', 'type')} {_get(p, 'tpu', 'topology')} {tier}")
         return " → ".join(steps)
     if r.type.startswith("kubernetes:ray.io/"):

@@ -69,10 +69,10 @@ def ray_scope(cfg: StackConfig) -> dict[str, str]:
 
 def pool_shapes(pool: SlicePoolConfig) -> list[tuple[str, str, str, str]]:
     """(gke accelerator, topology, generation, first tier) of the pool's shape and fallbacks."""
-    shapes = [(pool.shape.gke_accelerator, pool.topology, pool.generation, pool.capacity[0].kind.value)]
+    shapes = [(pool.shape.gke_accelerator, pool.topology, pool.generation, pool.capacity[0].kind.key)]
     for fb in pool.fallback:
         shape = catalog.lookup(fb.generation, fb.topology)
-        shapes.append((shape.gke_accelerator, fb.topology, fb.generation, fb.capacity[0].kind.value))
+        shapes.append((shape.gke_accelerator, fb.topology, fb.generation, fb.capacity[0].kind.key))
     return shapes
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tpuray import catalog
+from tpuray import capacity, catalog
 from tpuray.policies.core import MANDATORY, UNKNOWN, Finding, Resource, Rule
 from tpuray.policies.kube import (
     CLUSTER_TYPE,
@@ -175,6 +175,10 @@ def _node_pool_slice_shape(resources: list[Resource], config: dict[str, Any]) ->
             )
 
 
+def _is_spot(priority: dict[str, Any]) -> bool:
+    return capacity.tier_of_priority(priority) is capacity.SPOT
+
+
 def _spot_has_fallback(resources: list[Resource], config: dict[str, Any]) -> Iterator[Finding]:
     classes: dict[str, Resource] = {}
     for cc in _of(resources, COMPUTE_CLASS_TYPE):
@@ -183,7 +187,7 @@ def _spot_has_fallback(resources: list[Resource], config: dict[str, Any]) -> Ite
             classes[name] = cc
         items = priorities(cc)
         for i, (where, p) in enumerate(items):
-            if p.get("spot") is True and all(q.get("spot") is True for _, q in items[i + 1 :]):
+            if _is_spot(p) and all(_is_spot(q) for _, q in items[i + 1 :]):
                 yield Finding(
                     f"{cc.label}: {where} is Spot and no non-Spot priority follows it; a preemption wave leaves the "
                     "workload with no capacity: add an on-demand, reservation or flexStart priority after it",
@@ -191,15 +195,16 @@ def _spot_has_fallback(resources: list[Resource], config: dict[str, Any]) -> Ite
                 )
     pools = _of(resources, NODE_POOL_TYPE)
     for pool in pools:
-        spot = get(pool.props, "nodeConfig", "spot") is True or get(pool.props, "nodeConfig", "preemptible") is True
+        node_config = as_dict(get(pool.props, "nodeConfig"))
+        spot = capacity.tier_of_node_config(node_config) is capacity.SPOT or node_config.get("preemptible") is True
         if not spot:
             continue
         cc = get(pool.props, "nodeConfig", "labels", COMPUTE_CLASS_LABEL)
-        fallback_class = cc in classes and any(p.get("spot") is not True for _, p in priorities(classes[cc]))
+        fallback_class = cc in classes and any(not _is_spot(p) for _, p in priorities(classes[cc]))
         fallback_pool = any(
             other is not pool
             and get(other.props, "nodeConfig", "labels", COMPUTE_CLASS_LABEL) == cc
-            and get(other.props, "nodeConfig", "spot") is not True
+            and capacity.tier_of_node_config(as_dict(get(other.props, "nodeConfig"))) is not capacity.SPOT
             for other in pools
         )
         if cc is None or not (fallback_class or fallback_pool):
