@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpuray import catalog
+
 if TYPE_CHECKING:
     from tpuray.config import StackConfig
 
@@ -87,8 +89,8 @@ def features_used(cfg: StackConfig) -> list[str]:
         "TPU containers without privileged mode (Pod Security restricted)",
         "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning",
     ]
-    if any(pool.generation == "tpu7x" for pool in cfg.slice_pools):
-        used.append("TPU7x (Ironwood)")
+    gens = [catalog.generation(pool.generation) for pool in cfg.slice_pools]
+    used += dict.fromkeys(g.gke_feature for g in gens if g.gke_feature)  # the catalog names each one
     if any(tier.flex_start for pool in cfg.slice_pools for tier in pool.capacity):
         used.append("flex-start for TPUs")
     return used

@@ -1,7 +1,8 @@
 """SlicePool: the GKE node pools of one TPU slice pool, sized and placed by the catalog.
 
 A multi-host slice is one node pool whose node count equals the slice's hosts, placed
-COMPACT with tpu_topology (or, for TPU7x, by a HIGH_THROUGHPUT workload policy), so that
+COMPACT with tpu_topology (or, where the catalog says so, by a workload policy: TPU7x's
+HIGH_THROUGHPUT), so that
 GKE creates and deletes all its VMs together. A single-host shape is one pool with one
 node per slice. The pools serve the chain's first capacity tier; the later tiers are
 ComputeClass priorities that GKE auto-provisions (see CapacityChain).
@@ -16,6 +17,7 @@ import pulumi_gcp as gcp
 
 from infra.components.cluster import node_hardening
 from infra.components.observability import cost_labels
+from tpuray import catalog
 from tpuray.catalog import Placement
 from tpuray.config import CapacityTier, SlicePoolConfig
 
@@ -58,7 +60,10 @@ class SlicePool(pulumi.ComponentResource):
                 name=f"{pool.name}-{shape.topology.replace('x', '-')}",
                 project=args.project,
                 region=args.region,
-                workload_policy={"type": "HIGH_THROUGHPUT", "accelerator_topology": shape.topology},
+                workload_policy={
+                    "type": catalog.generation(shape.generation).workload_policy,
+                    "accelerator_topology": shape.topology,
+                },
                 opts=child,
             )
             # `type` is required by the provider (NodePoolPlacementPolicyArgsDict) and COMPACT is

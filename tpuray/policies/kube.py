@@ -204,6 +204,5 @@ def accelerator_labels() -> list[str]:
 
 
 def generation_of_accelerator(accelerator: str) -> catalog.Generation | None:
-    if accelerator == "tpu-v5-lite-device":  # legacy single-host-only v5e label
-        return catalog.GENERATIONS["v5e"]
-    return next((g for g in catalog.GENERATIONS.values() if g.gke_accelerator == accelerator), None)
+    gens = catalog.GENERATIONS.values()
+    return next((g for g in gens if accelerator in (g.gke_accelerator, *g.legacy_accelerators)), None)

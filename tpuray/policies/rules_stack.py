@@ -146,7 +146,8 @@ def _node_pool_slice_shape(resources: list[Resource], config: dict[str, Any]) ->
         if shape.placement is catalog.Placement.WORKLOAD_POLICY and not placement.get("policyName"):
             yield Finding(
                 f"{pool.label}: placementPolicy has no policyName; {shape.generation} multi-host slices are placed by "
-                "a HIGH_THROUGHPUT workload policy (a compute ResourcePolicy): set placement_policy.policy_name",
+                f"a {catalog.generation(shape.generation).workload_policy} workload policy (a compute ResourcePolicy): "
+                "set placement_policy.policy_name",
                 pool.urn,
             )
         autoscaling = as_dict(pool.props.get("autoscaling"))
