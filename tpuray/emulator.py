@@ -49,7 +49,6 @@ HOST_OBJECT_STORE_BYTES = 100 * 2**20
 HEAD_OBJECT_STORE_BYTES = 200 * 2**20
 HOST_CPUS = 2  # logical: room for one Train worker plus a Data task per host
 
-LABEL_ROLE = "tpuray.dev/role"  # head | tpu-host: emulator bookkeeping, not on GKE
 
 # Environment every emulated node gets. RAY_AUTH_MODE is explicit: Ray 2.60 turns token
 # auth on after any ray.init() that starts a local cluster, after which nodes without
@@ -594,7 +593,7 @@ class EmulatedCluster:
                 dashboard_port=_free_port(),
                 dashboard_host="127.0.0.1",
                 object_store_memory=HEAD_OBJECT_STORE_BYTES,
-                labels={LABEL_ROLE: "head"},
+                labels={labels.EMULATOR_ROLE: "head"},
                 **common,
             )
             state.address = head.address
@@ -612,7 +611,7 @@ class EmulatedCluster:
                             wait=False,
                             num_cpus=host_cpus,
                             resources={"TPU": spec.chips_per_host},
-                            labels={**spec.host_labels(), LABEL_ROLE: "tpu-host"},
+                            labels={**spec.host_labels(), labels.EMULATOR_ROLE: "tpu-host"},
                             object_store_memory=HOST_OBJECT_STORE_BYTES,
                             **common,
                         )

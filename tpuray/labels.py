@@ -6,10 +6,26 @@ CAPACITY_TIER = "tpuray.dev/capacity-tier"  # spot | reservation | on-demand | f
 SLICE_POOL = "tpuray.dev/slice-pool"
 GENERATION = "tpuray.dev/generation"  # v4 | v5e | v5p | v6e | tpu7x
 
+# Ray's own node labels on TPU hosts (Ray sets them; ray_apps/slices.py repeats them, because
+# ray_apps must not import tpuray; tests/test_labels.py holds the two together).
+RAY_TPU_SLICE_NAME = "ray.io/tpu-slice-name"
+RAY_TPU_WORKER_ID = "ray.io/tpu-worker-id"
+RAY_TPU_TOPOLOGY = "ray.io/tpu-topology"
+RAY_TPU_POD_TYPE = "ray.io/tpu-pod-type"
+RAY_ACCELERATOR_TYPE = "ray.io/accelerator-type"
+# KubeRay's label naming a pod's RayCluster (what a RayJob's clusterSelector matches).
+RAY_CLUSTER = "ray.io/cluster"
+# KubeRay annotation: how long a RayCluster may stay initializing.
+RAY_INITIALIZING_TIMEOUT = "ray.io/initializing-timeout"
+
 # Kubernetes node selectors.
 GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 COMPUTE_CLASS = "cloud.google.com/compute-class"
+# GKE dynamic slicing / subslicing pod annotation: the slice a pod gets, when it differs from the pool's.
+GKE_TPU_SLICE_TOPOLOGY = "cloud.google.com/gke-tpu-slice-topology"
+# The system (CPU) node pool's node label, what Ray heads select.
+SYSTEM_POOL = "tpuray.dev/pool"
 TPU_RESOURCE = "google.com/tpu"
 # Node labels GKE sets per capacity tier (tpuray/capacity.py): a worker group per tier pins its
 # pods to that tier's nodes. Spot nodes also carry gke-spot=true as a NoSchedule taint.
@@ -19,17 +35,32 @@ GKE_RESERVATION_NAME = "cloud.google.com/reservation-name"
 # Compute Engine reservation affinity key of a node pool that consumes a specific reservation.
 RESERVATION_AFFINITY_KEY = "compute.googleapis.com/reservation-name"
 
-RAY_KINDS = ("RayJob", "RayService", "RayCluster")
+RAY_KINDS = ("RayCluster", "RayJob", "RayService")
+
+
+# Where each KubeRay kind holds its RayCluster spec, under `spec` (None: `spec` itself).
+RAY_CLUSTER_SPEC_KEY = {"RayCluster": None, "RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
+
+
+def ray_cluster_spec_at(manifest: dict) -> tuple[str, object] | None:
+    """(path, value) of the RayCluster spec inside a KubeRay object, e.g. ("spec.rayClusterSpec",
+    {...}); the value is whatever is there (None when missing). None for other kinds."""
+    kind = manifest.get("kind")
+    if kind not in RAY_CLUSTER_SPEC_KEY:
+        return None
+    spec = manifest.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    key = RAY_CLUSTER_SPEC_KEY[kind]
+    return ("spec", spec) if key is None else (f"spec.{key}", spec.get(key))
 
 
 def ray_cluster_spec(manifest: dict) -> dict:
-    """The RayCluster spec inside any KubeRay object."""
-    spec = manifest.get("spec") or {}
-    if manifest.get("kind") == "RayJob":
-        return spec.get("rayClusterSpec") or {}
-    if manifest.get("kind") == "RayService":
-        return spec.get("rayClusterConfig") or {}
-    return spec
+    """The RayCluster spec inside any KubeRay object ({} when it has none)."""
+    found = ray_cluster_spec_at(manifest)
+    if found is None:
+        spec = manifest.get("spec")
+        return spec if isinstance(spec, dict) else {}
+    return found[1] if isinstance(found[1], dict) else {}
 
 
 # Google Cloud resource labels for cost allocation and the stack's budget filter (lowercase
@@ -42,6 +73,8 @@ COST_TIER = "tpuray-tier"  # spot | reservation | on-demand | flex-start | syste
 # own ray.io/cluster value is generated for RayJob and RayService clusters, so it cannot be named.
 RAY_OBJECT = "tpuray.dev/ray-object"  # the RayJob / RayService / RayCluster the pod belongs to
 RAY_NODE = "tpuray.dev/ray-node"  # head | worker
+# Emulator bookkeeping on its raylets (head | tpu-host), never on GKE.
+EMULATOR_ROLE = "tpuray.dev/role"
 # Pod template annotation: the pinned rayproject/ray -tpu base a built image is FROM (the
 # image's OCI label org.opencontainers.image.base.name, repeated where policies can read it).
 BASE_IMAGE = "tpuray.dev/base-image"

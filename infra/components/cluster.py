@@ -13,6 +13,7 @@ from infra.components.access import kubeconfig as dns_kubeconfig
 from infra.components.egress import cluster_egress
 from infra.components.hardening import hardening_settings
 from infra.components.observability import cluster_settings, cost_labels
+from tpuray import labels
 from tpuray.config import ClusterConfig, GcpConfig
 from tpuray.gcp_rules import service_account_id
 
@@ -26,7 +27,6 @@ NODE_ROLES = (
     "roles/artifactregistry.reader",
 )
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
-SYSTEM_POOL_LABEL = "tpuray.dev/pool"
 
 
 def node_hardening(service_account: pulumi.Input[str]) -> dict:
@@ -141,7 +141,7 @@ class GkeCluster(pulumi.ComponentResource):
             management={"auto_repair": True, "auto_upgrade": True},
             node_config={
                 "machine_type": cfg.cpu_pool.machine_type,
-                "labels": {SYSTEM_POOL_LABEL: "ray-system"},
+                "labels": {labels.SYSTEM_POOL: "ray-system"},
                 "resource_labels": cost_labels(args.stack, "ray-system", "system"),
                 **node_hardening(account.email),
             },

@@ -17,13 +17,9 @@ import pulumi_gcp as gcp
 
 from infra.components.cluster import node_hardening
 from infra.components.observability import cost_labels
-from tpuray import catalog
+from tpuray import catalog, labels
 from tpuray.catalog import Placement
 from tpuray.config import CapacityTier, SlicePoolConfig
-
-COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
-POOL_LABEL = "tpuray.dev/slice-pool"
-TIER_LABEL = "tpuray.dev/capacity-tier"
 
 
 def capacity_node_config(tier: CapacityTier, project: str) -> dict:
@@ -100,13 +96,13 @@ class SlicePool(pulumi.ComponentResource):
                 node_config={
                     "machine_type": shape.machine_type,
                     "labels": {
-                        COMPUTE_CLASS_LABEL: pool.compute_class,
-                        POOL_LABEL: pool.name,
-                        TIER_LABEL: tier.kind.key,
+                        labels.COMPUTE_CLASS: pool.compute_class,
+                        labels.SLICE_POOL: pool.name,
+                        labels.CAPACITY_TIER: tier.kind.key,
                     },
                     # Manual pools join a ComputeClass through its label plus a matching taint.
                     "resource_labels": cost_labels(args.stack, pool.name, tier.kind.key),
-                    "taints": [{"key": COMPUTE_CLASS_LABEL, "value": pool.compute_class, "effect": "NO_SCHEDULE"}],
+                    "taints": [{"key": labels.COMPUTE_CLASS, "value": pool.compute_class, "effect": "NO_SCHEDULE"}],
                     **capacity_node_config(tier, args.project),
                     **node_hardening(args.node_service_account),
                 },

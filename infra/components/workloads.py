@@ -18,8 +18,6 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from infra.components import network, pod_security
-from infra.components.cluster import SYSTEM_POOL_LABEL
-from infra.components.slice_pool import COMPUTE_CLASS_LABEL
 from ray_apps import health
 from tpuray import bundle, capacity, catalog, images, labels
 from tpuray.catalog import SliceShape
@@ -28,13 +26,6 @@ from tpuray.gcp_rules import service_account_id
 from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
 
 KSA_NAME = "ray-workload"
-ACCELERATOR_SELECTOR = labels.GKE_TPU_ACCELERATOR
-TOPOLOGY_SELECTOR = labels.GKE_TPU_TOPOLOGY
-TPU_RESOURCE = labels.TPU_RESOURCE
-POOL_LABEL = labels.SLICE_POOL
-GENERATION_LABEL = labels.GENERATION
-MARKET_LABEL = labels.MARKET_TYPE
-TIER_LABEL = labels.CAPACITY_TIER
 
 
 def _tier_placement(tier: CapacityTier) -> tuple[dict[str, str], dict[str, Any] | None]:
@@ -58,22 +49,22 @@ def tpu_worker_group(
     pod_spec: dict[str, Any] = {
         "serviceAccountName": KSA_NAME,
         "nodeSelector": {
-            ACCELERATOR_SELECTOR: shape.gke_accelerator,
-            TOPOLOGY_SELECTOR: shape.topology,
-            COMPUTE_CLASS_LABEL: pool.compute_class,
+            labels.GKE_TPU_ACCELERATOR: shape.gke_accelerator,
+            labels.GKE_TPU_TOPOLOGY: shape.topology,
+            labels.COMPUTE_CLASS: pool.compute_class,
             **selector,
         },
         "tolerations": [
-            {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": pool.compute_class, "effect": "NoSchedule"},
-            {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+            {"key": labels.COMPUTE_CLASS, "operator": "Equal", "value": pool.compute_class, "effect": "NoSchedule"},
+            {"key": labels.TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
         ],
         "containers": [
             {
                 "name": "ray-worker",
                 "image": image.image if image else ray.tpu_image,
                 "resources": {
-                    "requests": {TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
-                    "limits": {TPU_RESOURCE: chips, "memory": "32Gi"},
+                    "requests": {labels.TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
+                    "limits": {labels.TPU_RESOURCE: chips, "memory": "32Gi"},
                 },
                 "env": [{"name": "JAX_PLATFORMS", "value": "tpu,cpu"}],
                 # MXLA (multi-slice DCN) traffic stays on the pod network.
@@ -94,10 +85,10 @@ def tpu_worker_group(
         "numOfHosts": shape.hosts,
         # Ray node labels: what label-selector fallback chains (ray_apps.slices) match on.
         "labels": {
-            MARKET_LABEL: tier.market_type,
-            TIER_LABEL: tier.kind.key,
-            POOL_LABEL: pool.name,
-            GENERATION_LABEL: shape.generation,
+            labels.MARKET_TYPE: tier.market_type,
+            labels.CAPACITY_TIER: tier.kind.key,
+            labels.SLICE_POOL: pool.name,
+            labels.GENERATION: shape.generation,
         },
         "rayStartParams": {},
         "template": _template(pod_spec, image),
@@ -142,7 +133,7 @@ def head_group(ray: RayConfig, image: images.ImageRef | None = None) -> dict[str
         "template": {
             "spec": {
                 "serviceAccountName": KSA_NAME,
-                "nodeSelector": {SYSTEM_POOL_LABEL: "ray-system"},
+                "nodeSelector": {labels.SYSTEM_POOL: "ray-system"},
                 "containers": [
                     {
                         "name": "ray-head",
@@ -279,7 +270,7 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
         args["checkpoint_uri"] = serve.checkpoint_uri
         args["checkpoint_wait_s"] = serve.checkpoint_wait_seconds
         # A CPU replica: keep it on this service's own slice hosts (a Ray node label).
-        args["label_selector"] = {POOL_LABEL: serve.pool}
+        args["label_selector"] = {labels.SLICE_POOL: serve.pool}
     return args
 
 

@@ -11,8 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuray import catalog
+from tpuray.labels import (
+    GKE_TPU_ACCELERATOR,
+    GKE_TPU_SLICE_TOPOLOGY,
+    GKE_TPU_TOPOLOGY,
+    RAY_KINDS,
+    TPU_RESOURCE,
+    ray_cluster_spec_at,
+)
 
-RAY_KINDS = ("RayCluster", "RayJob", "RayService")
 RAY_TYPES = tuple(f"kubernetes:ray.io/{v}:{k}" for v in ("v1", "v1alpha1") for k in RAY_KINDS)
 COMPUTE_CLASS_TYPE = "kubernetes:cloud.google.com/v1:ComputeClass"
 SERVICE_TYPE = "kubernetes:core/v1:Service"
@@ -20,14 +27,6 @@ INGRESS_TYPES = ("kubernetes:networking.k8s.io/v1:Ingress", "kubernetes:networki
 CLUSTER_TYPE = "gcp:container/cluster:Cluster"
 NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
 RESOURCE_POLICY_TYPE = "gcp:compute/resourcePolicy:ResourcePolicy"
-
-TPU_RESOURCE = "google.com/tpu"
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
-SPOT_LABEL = "cloud.google.com/gke-spot"
-# GKE dynamic slicing / subslicing: the slice a pod gets, when it differs from the pool's.
-SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
 
 
 def get(value: Any, *path: str | int) -> Any:
@@ -81,14 +80,10 @@ class RayClusterSpec:
 
 def cluster_spec(obj: dict[str, Any]) -> RayClusterSpec | None:
     """The RayCluster spec inside a RayCluster, RayJob or RayService (None: RayJob with clusterSelector)."""
-    kind, spec = obj.get("kind"), as_dict(obj.get("spec"))
-    if kind == "RayCluster":
-        return RayClusterSpec(spec, "spec")
-    if kind == "RayJob" and isinstance(spec.get("rayClusterSpec"), dict):
-        return RayClusterSpec(spec["rayClusterSpec"], "spec.rayClusterSpec")
-    if kind == "RayService" and isinstance(spec.get("rayClusterConfig"), dict):
-        return RayClusterSpec(spec["rayClusterConfig"], "spec.rayClusterConfig")
-    return None
+    found = ray_cluster_spec_at(obj)
+    if found is None or not isinstance(found[1], dict):
+        return None
+    return RayClusterSpec(found[1], found[0])
 
 
 @dataclass(frozen=True)
@@ -135,7 +130,7 @@ class Group:
 
     @property
     def is_tpu(self) -> bool:
-        return bool(self.tpu_containers()) or ACCELERATOR_LABEL in self.node_selector
+        return bool(self.tpu_containers()) or GKE_TPU_ACCELERATOR in self.node_selector
 
     def chips_per_pod(self) -> int | None:
         """google.com/tpu summed over the pod's containers (TPU7x may split a VM over two)."""
@@ -150,13 +145,13 @@ class Group:
 
     @property
     def accelerator(self) -> str | None:
-        value = self.node_selector.get(ACCELERATOR_LABEL)
+        value = self.node_selector.get(GKE_TPU_ACCELERATOR)
         return value if isinstance(value, str) else None
 
     @property
     def topology(self) -> str | None:
         """The slice topology the pods get: the subslice annotation wins over the pool's selector."""
-        value = self.annotations.get(SLICE_TOPOLOGY_ANNOTATION, self.node_selector.get(TOPOLOGY_LABEL))
+        value = self.annotations.get(GKE_TPU_SLICE_TOPOLOGY, self.node_selector.get(GKE_TPU_TOPOLOGY))
         return value if isinstance(value, str) else None
 
     def shape(self) -> catalog.SliceShape | None:

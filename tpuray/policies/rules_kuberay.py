@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from tpuray.labels import RAY_CLUSTER, RAY_INITIALIZING_TIMEOUT
 from tpuray.policies.core import MANDATORY, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, as_dict, as_int, as_list, cluster_spec, get, groups, show
 
@@ -27,7 +28,6 @@ QUALIFIED_NAME = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
 LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 RESOURCE_PARAMS = ("num-cpus", "num-gpus", "memory", "resources")
 AUTOSCALER_V2_ENV = "RAY_enable_autoscaler_v2"
-INITIALIZING_TIMEOUT = "ray.io/initializing-timeout"
 GO_DURATION = re.compile(r"^([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
 
 
@@ -202,7 +202,7 @@ def _rayjob_lifecycle(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         yield f"{res.label}: spec.ttlSecondsAfterFinished is {ttl} with shutdownAfterJobFinishes false; KubeRay refuses it"
     if not selector and not isinstance(spec.get("rayClusterSpec"), dict):
         yield f"{res.label}: spec sets neither rayClusterSpec nor clusterSelector; KubeRay needs one"
-    if selector and (suspend or (backoff or 0) > 0 or mode == "SidecarMode" or not selector.get("ray.io/cluster")):
+    if selector and (suspend or (backoff or 0) > 0 or mode == "SidecarMode" or not selector.get(RAY_CLUSTER)):
         yield (
             f"{res.label}: spec.clusterSelector needs a non-empty 'ray.io/cluster' and no suspend, backoffLimit > 0 "
             "or SidecarMode; KubeRay refuses the combination"
@@ -232,14 +232,14 @@ def _rayjob_lifecycle(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 def _rayservice_spec(res: Resource, config: dict[str, Any]) -> Iterator[str]:
     """ValidateRayServiceMetadata (initializing timeout), ValidateRayServiceSpec, ValidateClusterUpgradeOptions."""
     spec = as_dict(res.props.get("spec"))
-    timeout = as_dict(get(res.props, "metadata", "annotations")).get(INITIALIZING_TIMEOUT)
+    timeout = as_dict(get(res.props, "metadata", "annotations")).get(RAY_INITIALIZING_TIMEOUT)
     if isinstance(timeout, str) and timeout:
         valid = (timeout.isdigit() and int(timeout) > 0) or (
             GO_DURATION.match(timeout) is not None and any(c in "123456789" for c in timeout)
         )
         if not valid:
             yield (
-                f"{res.label}: annotation {INITIALIZING_TIMEOUT} is {timeout!r}; KubeRay needs a positive Go duration "
+                f"{res.label}: annotation {RAY_INITIALIZING_TIMEOUT} is {timeout!r}; KubeRay needs a positive Go duration "
                 "('30m', '1h') or whole seconds"
             )
     if get(spec, "rayClusterConfig", "headGroupSpec", "headService", "metadata", "name"):

@@ -7,15 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuray import capacity, catalog
+from tpuray.labels import COMPUTE_CLASS, GKE_TPU_TOPOLOGY
 from tpuray.policies.core import MANDATORY, UNKNOWN, Finding, Resource, Rule
 from tpuray.policies.kube import (
     CLUSTER_TYPE,
-    COMPUTE_CLASS_LABEL,
     COMPUTE_CLASS_TYPE,
     NODE_POOL_TYPE,
     RAY_TYPES,
     RESOURCE_POLICY_TYPE,
-    TOPOLOGY_LABEL,
     as_dict,
     as_int,
     get,
@@ -79,7 +78,7 @@ def providers(resources: list[Resource]) -> list[Provider]:
     for pool in _of(resources, NODE_POOL_TYPE):
         ps = node_pool_shape(pool, resources)
         if ps and ps.shape:
-            cc = get(pool.props, "nodeConfig", "labels", COMPUTE_CLASS_LABEL)
+            cc = get(pool.props, "nodeConfig", "labels", COMPUTE_CLASS)
             out.append(Provider(pool.label, cc if isinstance(cc, str) else None, ps.shape.gke_accelerator,
                                 ps.shape.topology, ps.shape.chips_per_host))  # fmt: skip
     for cc in _of(resources, COMPUTE_CLASS_TYPE):
@@ -96,16 +95,16 @@ def _topology_provided(resources: list[Resource], config: dict[str, Any]) -> Ite
     offered = providers(resources)
     for res in _of(resources, *RAY_TYPES):
         for g in tpu_groups(res.props):
-            acc, topo = g.accelerator, g.node_selector.get(TOPOLOGY_LABEL)
+            acc, topo = g.accelerator, g.node_selector.get(GKE_TPU_TOPOLOGY)
             if not isinstance(acc, str) or not isinstance(topo, str):
                 continue  # tpu-node-selectors reports it
             chips = g.chips_per_pod()
-            cc = g.node_selector.get(COMPUTE_CLASS_LABEL)
+            cc = g.node_selector.get(COMPUTE_CLASS)
             pool = [p for p in offered if cc is None or p.compute_class == cc]
             where = f"{res.label}: {g.where}.template.spec.nodeSelector"
             if cc is not None and not pool:
                 yield Finding(
-                    f"{where}[{COMPUTE_CLASS_LABEL!r}] is {show(cc)}, which no ComputeClass or node pool of this "
+                    f"{where}[{COMPUTE_CLASS!r}] is {show(cc)}, which no ComputeClass or node pool of this "
                     f"stack provides; the pods would stay Pending: declare that ComputeClass or select one of "
                     f"{', '.join(sorted({p.compute_class for p in offered if p.compute_class})) or 'none'}",
                     res.urn,
@@ -200,11 +199,11 @@ def _spot_has_fallback(resources: list[Resource], config: dict[str, Any]) -> Ite
         spot = capacity.tier_of_node_config(node_config) is capacity.SPOT or node_config.get("preemptible") is True
         if not spot:
             continue
-        cc = get(pool.props, "nodeConfig", "labels", COMPUTE_CLASS_LABEL)
+        cc = get(pool.props, "nodeConfig", "labels", COMPUTE_CLASS)
         fallback_class = cc in classes and any(not _is_spot(p) for _, p in priorities(classes[cc]))
         fallback_pool = any(
             other is not pool
-            and get(other.props, "nodeConfig", "labels", COMPUTE_CLASS_LABEL) == cc
+            and get(other.props, "nodeConfig", "labels", COMPUTE_CLASS) == cc
             and capacity.tier_of_node_config(as_dict(get(other.props, "nodeConfig"))) is not capacity.SPOT
             for other in pools
         )

@@ -8,14 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tpuray.labels import (
+    GKE_SPOT,
+    GKE_TPU_ACCELERATOR,
+    GKE_TPU_SLICE_TOPOLOGY,
+    GKE_TPU_TOPOLOGY,
+    MARKET_TYPE,
+    RAY_TPU_POD_TYPE,
+    RAY_TPU_SLICE_NAME,
+    RAY_TPU_TOPOLOGY,
+    RAY_TPU_WORKER_ID,
+    TPU_RESOURCE,
+)
 from tpuray.policies.core import MANDATORY, Resource, Rule
 from tpuray.policies.kube import (
-    ACCELERATOR_LABEL,
     RAY_TYPES,
-    SLICE_TOPOLOGY_ANNOTATION,
-    SPOT_LABEL,
-    TOPOLOGY_LABEL,
-    TPU_RESOURCE,
     Group,
     accelerator_labels,
     as_dict,
@@ -30,28 +37,28 @@ from tpuray.policies.kube import (
 def _node_selectors(res: Resource, config: dict[str, Any]) -> Iterator[str]:
     for g in tpu_groups(res.props):
         sel = f"{g.where}.template.spec.nodeSelector"
-        acc, topo = g.accelerator, g.node_selector.get(TOPOLOGY_LABEL)
+        acc, topo = g.accelerator, g.node_selector.get(GKE_TPU_TOPOLOGY)
         if acc is None:
             yield (
-                f"{res.label}: {sel} has no {ACCELERATOR_LABEL!r}; a TPU group must name its TPU generation "
+                f"{res.label}: {sel} has no {GKE_TPU_ACCELERATOR!r}; a TPU group must name its TPU generation "
                 f"so GKE schedules it on TPU nodes: add one of {', '.join(accelerator_labels())}"
             )
         elif acc not in accelerator_labels() and acc != "tpu-v5-lite-device":
             yield (
-                f"{res.label}: {sel}[{ACCELERATOR_LABEL!r}] is {show(acc)}, not a GKE TPU accelerator; "
+                f"{res.label}: {sel}[{GKE_TPU_ACCELERATOR!r}] is {show(acc)}, not a GKE TPU accelerator; "
                 f"use one of {', '.join(accelerator_labels())}"
             )
             continue
         if topo is None:
             why = (
-                f" (the pod annotation {SLICE_TOPOLOGY_ANNOTATION} alone is GKE dynamic slicing, which the "
+                f" (the pod annotation {GKE_TPU_SLICE_TOPOLOGY} alone is GKE dynamic slicing, which the "
                 "TPU webhook of the Ray operator add-on does not accept)"
-                if SLICE_TOPOLOGY_ANNOTATION in g.annotations
+                if GKE_TPU_SLICE_TOPOLOGY in g.annotations
                 else ""
             )
             yield (
-                f"{res.label}: {sel} has no {TOPOLOGY_LABEL!r}; the KubeRay TPU webhook rejects a TPU worker group "
-                f"without it{why}: add the slice topology, e.g. {TOPOLOGY_LABEL}: 4x4"
+                f"{res.label}: {sel} has no {GKE_TPU_TOPOLOGY!r}; the KubeRay TPU webhook rejects a TPU worker group "
+                f"without it{why}: add the slice topology, e.g. {GKE_TPU_TOPOLOGY}: 4x4"
             )
             continue
         if acc is None:
@@ -60,14 +67,14 @@ def _node_selectors(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             gen = generation_of_accelerator(acc)
             valid = gen.describe_topologies() if gen else ""
             yield (
-                f"{res.label}: {sel}[{TOPOLOGY_LABEL!r}] is {show(topo)}, which is not a topology of {acc}; "
+                f"{res.label}: {sel}[{GKE_TPU_TOPOLOGY!r}] is {show(topo)}, which is not a topology of {acc}; "
                 f"use one of {valid}"
             )
             continue
-        sub = g.annotations.get(SLICE_TOPOLOGY_ANNOTATION)
+        sub = g.annotations.get(GKE_TPU_SLICE_TOPOLOGY)
         if isinstance(sub, str) and not shapes_of_generation_topology(acc, sub):
             yield (
-                f"{res.label}: {g.where}.template.metadata.annotations[{SLICE_TOPOLOGY_ANNOTATION!r}] is {show(sub)}, "
+                f"{res.label}: {g.where}.template.metadata.annotations[{GKE_TPU_SLICE_TOPOLOGY!r}] is {show(sub)}, "
                 f"which is not a topology of {acc}: use a valid subslice topology"
             )
 
@@ -131,10 +138,9 @@ def _num_of_hosts(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             )
 
 
-MARKET_TYPE = "ray.io/market-type"
 # Ray derives these per host from the TPU webhook's environment; a static group label would
 # give every host of every slice the same value and defeat slice-aware placement.
-RAY_OWNED_TPU_LABELS = ("ray.io/tpu-slice-name", "ray.io/tpu-worker-id", "ray.io/tpu-pod-type")
+RAY_OWNED_TPU_LABELS = (RAY_TPU_SLICE_NAME, RAY_TPU_WORKER_ID, RAY_TPU_POD_TYPE)
 
 
 def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
@@ -152,11 +158,11 @@ def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         market = labels.get(MARKET_TYPE)
         if MARKET_TYPE in labels and market not in ("on-demand", "spot"):
             yield f"{res.label}: {where}[{MARKET_TYPE!r}] is {show(market)}; Ray knows on-demand and spot: use one of them"
-        spot = str(g.node_selector.get(SPOT_LABEL, "")).lower() == "true"
+        spot = str(g.node_selector.get(GKE_SPOT, "")).lower() == "true"
         if spot and market == "on-demand":
             yield (
                 f"{res.label}: {where}[{MARKET_TYPE!r}] is 'on-demand' but the nodeSelector asks "
-                f"{SPOT_LABEL}: 'true': set {MARKET_TYPE}: spot"
+                f"{GKE_SPOT}: 'true': set {MARKET_TYPE}: spot"
             )
         for key in RAY_OWNED_TPU_LABELS:
             if key in labels:
@@ -164,7 +170,7 @@ def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
                     f"{res.label}: {where}[{key!r}] is {show(labels[key])}; Ray sets {key} per host from the TPU "
                     f"environment and a group-wide value makes all slices look like one: remove it"
                 )
-        topo = labels.get("ray.io/tpu-topology")
+        topo = labels.get(RAY_TPU_TOPOLOGY)
         if topo is not None and g.topology is not None and topo != g.topology:
             yield (
                 f"{res.label}: {where}['ray.io/tpu-topology'] is {show(topo)} but the group runs {g.topology} "

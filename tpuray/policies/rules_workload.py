@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from tpuray import catalog, labels
+from tpuray.labels import RAY_TPU_TOPOLOGY
 from tpuray.policies.core import MANDATORY, Resource, Rule
 from tpuray.policies.kube import (
     RAY_TYPES,
@@ -134,8 +135,6 @@ def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 
 # ---------------------------------------------------------------------------- Serve
 
-TOPOLOGY_LABEL_KEY = "ray.io/tpu-topology"
-
 
 def _declared_topologies(app: dict[str, Any]) -> list[str]:
     """Where a Serve application can carry its TPU topology."""
@@ -149,11 +148,11 @@ def _declared_topologies(app: dict[str, Any]) -> list[str]:
             found.append(topo)
     for dep in as_list(app.get("deployments")):
         dep = as_dict(dep)
-        topo = as_dict(as_dict(dep.get("ray_actor_options")).get("label_selector")).get(TOPOLOGY_LABEL_KEY)
+        topo = as_dict(as_dict(dep.get("ray_actor_options")).get("label_selector")).get(RAY_TPU_TOPOLOGY)
         if isinstance(topo, str):
             found.append(topo)
         for selector in as_list(dep.get("placement_group_bundle_label_selector")):
-            topo = as_dict(selector).get(TOPOLOGY_LABEL_KEY)
+            topo = as_dict(selector).get(RAY_TPU_TOPOLOGY)
             if isinstance(topo, str):
                 found.append(topo)
     return found
@@ -231,7 +230,7 @@ def _serve_topology(res: Resource, config: dict[str, Any]) -> Iterator[str]:
                 f"{res.label}: {where} carries no TPU topology while the cluster runs multi-host slices ({offered}); "
                 "its replicas never gang onto one slice and stay DEPLOYING: set Ray Serve LLM "
                 f"accelerator_config {{kind: tpu, topology: {example}}} (or args accelerator_type + topology), or a "
-                f"placement_group_bundle_label_selector with {TOPOLOGY_LABEL_KEY}: {example}"
+                f"placement_group_bundle_label_selector with {RAY_TPU_TOPOLOGY}: {example}"
             )
 
 
