@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ray_apps import code_identity, features
+from ray_apps.contracts import RESULT_PREFIX
 from ray_apps.runtime import ensure_ray, filesystem
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 Format = Literal["parquet", "jsonl"]
 FORMATS: tuple[str, ...] = ("parquet", "jsonl")
-RESULT_PREFIX = "TPURAY_RESULT "
 
 
 def write_synthetic(uri: str, rows: int, fmt: Format = "parquet", seed: int = 0, files: int = 4) -> list[str]:

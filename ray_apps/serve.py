@@ -44,8 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ray import serve
 
 from ray_apps import checkpoints, features, health, llm, slices
+from ray_apps.contracts import SERVE_IMPORT_PATH as IMPORT_PATH
 
-IMPORT_PATH = "ray_apps.serve:build_app"
 MAX_INSTANCES = 1024
 # Serve's own replica health checks: what KubeRay honours now that the RayService unhealthy
 # thresholds are no-ops. A replica whose check_health fails or hangs past the timeout is

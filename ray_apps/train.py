@@ -27,7 +27,6 @@ Output: per-window lines 'step N loss L samples/s S' and one final
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -36,81 +35,28 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from ray_apps import checkpoints, code_identity
+from ray_apps import checkpoints, code_identity, contracts
+from ray_apps.contracts import RESULT_PREFIX, Device
 from ray_apps.runtime import ensure_ray, filesystem, join
 from ray_apps.watchdog import StepMetrics, StepWatchdog, WatchdogConfig, create_board
 
-Device = Literal["tpu", "emulated", "cpu"]
-DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")
-RESULT_PREFIX = "TPURAY_RESULT "
 DATASET_NAME = "train"
 PLACEMENT_DIR = "placement"
 
 
 @dataclass
-class TrainArgs:
-    data_uri: str
-    storage_uri: str
-    run_name: str
-    device: Device = "tpu"
-    accelerator_type: str | None = None
-    topology: str | None = None
-    hosts_per_slice: int = 1
-    chips_per_host: int = 0
-    slices: int = 1
-    steps: int = 200
-    checkpoint_every: int = 20
-    max_failures: int = 3
-    batch_size: int = 64  # per host; a multiple of the chips per host on TPU
-    learning_rate: float = 1e-2
-    hidden: tuple[int, ...] = (32, 32)
-    seed: int = 0
-    data_format: str | None = None
-    fail_once_at_step: int | None = None  # fault injection for restart tests
-    stall_once_at_step: int | None = None  # fault injection: one rank hangs at this step, once
-    stall_rank: int = 0
-    # The step watchdog (ray_apps.watchdog): no step within max(factor x median, floor) (before
-    # an attempt's first step: startup) fails the attempt. Same defaults as tpuray:observability.
-    watchdog_factor: float = 10.0
-    watchdog_floor_s: float = 900.0
-    watchdog_startup_s: float = 1800.0
-    address: str | None = None
-    # tpu/emulated: how long a (re)start may wait for enough fully free slices before it
-    # fails loudly with ray_apps.slices.SliceUnavailableError.
-    slice_deadline_s: float = 600.0
+class TrainArgs(contracts.TrainArgs):
+    """The contract's arguments (ray_apps/contracts.py) with what running them needs."""
 
     def validate(self) -> None:
-        if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
-        if self.device in ("tpu", "emulated"):
-            missing = [n for n in ("accelerator_type", "topology") if not getattr(self, n)] + (
-                ["chips_per_host"] if self.chips_per_host <= 0 else []
-            )
-            if missing:
-                raise ValueError(f"device={self.device} needs {', '.join('--' + m.replace('_', '-') for m in missing)}")
-            if self.batch_size % self.chips_per_host and self.device == "tpu":
-                # iter_jax_batches shards each host's batch over its local devices (chips).
-                raise ValueError(
-                    f"--batch-size {self.batch_size} must be a multiple of --chips-per-host {self.chips_per_host}"
-                )
-        if self.hosts_per_slice < 1 or self.slices < 1:
-            raise ValueError("--hosts-per-slice and --slices must be >= 1")
-        if self.steps < 1 or self.checkpoint_every < 1 or self.batch_size < 1:
-            raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
-        if self.slice_deadline_s <= 0:
-            raise ValueError("--slice-deadline-s must be > 0")
+        super().validate()
         self.watchdog.validate()
 
     @property
     def watchdog(self) -> WatchdogConfig:
         return WatchdogConfig(self.watchdog_factor, self.watchdog_floor_s, self.watchdog_startup_s)
-
-    @property
-    def num_workers(self) -> int:
-        # One Train worker per TPU VM host; on cpu the same count of plain workers.
-        return self.hosts_per_slice * self.slices
 
     @property
     def run_uri(self) -> str:
@@ -534,38 +480,8 @@ def run(args: TrainArgs) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    p = argparse.ArgumentParser(prog="python -m ray_apps.train", description=__doc__.split("\n")[0])
-    p.add_argument("--device", choices=DEVICES, default="tpu")
-    p.add_argument("--accelerator-type", help="Ray accelerator type from the catalog, e.g. TPU-V6E")
-    p.add_argument("--topology", help="slice topology, e.g. 4x4")
-    p.add_argument("--hosts-per-slice", type=int, default=1)
-    p.add_argument("--chips-per-host", type=int, default=0)
-    p.add_argument("--slices", type=int, default=1)
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--checkpoint-every", type=int, default=20)
-    p.add_argument("--data-uri", required=True)
-    p.add_argument("--data-format", choices=("parquet", "jsonl"), default=None)
-    p.add_argument("--storage-uri", required=True, help="RunConfig.storage_path: gs://bucket/runs or a local dir")
-    p.add_argument("--run-name", required=True)
-    p.add_argument("--max-failures", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=64, help="rows per host per step")
-    p.add_argument("--learning-rate", type=float, default=1e-2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fail-once-at-step", type=int, default=None, help="fault injection: raise once at this step")
-    p.add_argument("--stall-once-at-step", type=int, default=None, help="fault injection: one rank hangs here once")
-    p.add_argument("--stall-rank", type=int, default=0, help="the rank --stall-once-at-step hangs")
-    p.add_argument("--watchdog-factor", type=float, default=10.0, help="a step may take this many median steps")
-    p.add_argument("--watchdog-floor-s", type=float, default=900.0, help="... but never less than this")
-    p.add_argument("--watchdog-startup-s", type=float, default=1800.0, help="limit before an attempt's first step")
-    p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
-    p.add_argument(
-        "--slice-deadline-s",
-        type=float,
-        default=600.0,
-        help="tpu/emulated: fail with SliceUnavailableError when no fully free slice appears within this",
-    )
-    ns = p.parse_args(argv)
-    return TrainArgs(**{k: v for k, v in vars(ns).items()})
+    ns = contracts.train_parser(__doc__.split("\n")[0]).parse_args(argv)
+    return TrainArgs(**vars(ns))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ray_apps import contracts
 from tpuray import capacity, catalog, gcp_rules, gke_versions
 from tpuray.security_config import (
     BinaryAuthorizationConfig,
@@ -39,6 +40,7 @@ CONFIG_KEYS = (
     "observability",
     "images",
 )
+_TRAIN = contracts.train_defaults()
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -211,12 +213,13 @@ class RayConfig(_Model):
 
 class TrainWorkload(_Model):
     pool: str
-    slices: int = Field(1, ge=1)
-    steps: int = Field(200, ge=1)
-    checkpoint_every: int = Field(20, alias="checkpointEvery", ge=1)
+    # The job's own defaults (ray_apps/contracts.py TrainArgs), so a key left out means the same here.
+    slices: int = Field(_TRAIN["slices"], ge=1)
+    steps: int = Field(_TRAIN["steps"], ge=1)
+    checkpoint_every: int = Field(_TRAIN["checkpoint_every"], alias="checkpointEvery", ge=1)
     data_uri: str = Field(alias="dataUri")
     storage_uri: str = Field(alias="storageUri")
-    max_failures: int = Field(3, alias="maxFailures", ge=0)
+    max_failures: int = Field(_TRAIN["max_failures"], alias="maxFailures", ge=0)
     active_deadline_seconds: int = Field(4 * 3600, alias="activeDeadlineSeconds", ge=60)
     backoff_limit: int = Field(2, alias="backoffLimit", ge=0)
     ttl_seconds_after_finished: int = Field(3600, alias="ttlSecondsAfterFinished", ge=0)
@@ -317,8 +320,8 @@ class BudgetConfig(_Model):
 class HungGangConfig(_Model):
     """When a training gang counts as hung (the alert and ray_apps.train's watchdog)."""
 
-    step_factor: float = Field(10.0, alias="stepFactor", gt=1)
-    floor_seconds: int = Field(900, alias="floorSeconds", ge=30)
+    step_factor: float = Field(_TRAIN["watchdog_factor"], alias="stepFactor", gt=1)
+    floor_seconds: int = Field(int(_TRAIN["watchdog_floor_s"]), alias="floorSeconds", ge=30)
     duty_cycle_percent: float = Field(1.0, alias="dutyCyclePercent", ge=0, le=100)
     duty_cycle_minutes: int = Field(30, alias="dutyCycleMinutes", ge=5)
 

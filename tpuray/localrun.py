@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rich.console import Console
 
+from ray_apps import contracts
+from ray_apps.contracts import RESULT_PREFIX
 from tpuray import bundle, catalog, labels, storage_emulator
 from tpuray.catalog import SliceShape
 from tpuray.cli import UserError
@@ -40,7 +42,6 @@ from tpuray.mockrun import StackRun
 if TYPE_CHECKING:
     from tpuray.emulator import EmulatedCluster
 
-RESULT_PREFIX = "TPURAY_RESULT "  # the apps' machine-readable summary line
 LOSS_LINE = re.compile(r"\bstep (\d+) loss ([0-9.eE+-]+)")  # ray_apps.train progress lines
 # POST /predict body (docs/apps.md): raw rows of sqft, rooms, age_years, distance_km, income_k.
 SAMPLE_REQUEST: dict[str, Any] = {"instances": [[1450.0, 3.0, 12.0, 8.5, 95.0], [2600.0, 5.0, 3.0, 22.0, 160.0]]}
@@ -54,8 +55,9 @@ IMAGE_REASON = (
 )
 MISSING_IMPORT = "No module named 'ray_apps'"
 
-SHAPE_FLAGS = ("--accelerator-type", "--topology", "--hosts-per-slice", "--chips-per-host")
-SHAPE_ARGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
+# The train flags and Serve app args that say which slice a job runs on (ray_apps/contracts.py).
+SHAPE_ARGS = contracts.SHAPE_FLAGS
+SHAPE_FLAGS = tuple(contracts.flag(name) for name in SHAPE_ARGS)
 
 
 def local_uri(uri: str, root: Path) -> str:

@@ -9,6 +9,7 @@ carries deadlines so nothing hangs silently.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from infra.components import network, pod_security
-from ray_apps import health
+from ray_apps import contracts, health
 from tpuray import bundle, capacity, catalog, images, labels
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, ConfigError, RayConfig, SlicePoolConfig, StackConfig
@@ -208,25 +209,24 @@ def train_entrypoint(cfg: StackConfig) -> str:
     train = cfg.workloads.train
     assert train is not None
     shape = cfg.pool(train.pool).shape
-    args = [
-        "python -m ray_apps.train",
-        f"--accelerator-type {shape.ray_accelerator_type}",
-        f"--topology {shape.topology}",
-        f"--hosts-per-slice {shape.hosts}",
-        f"--chips-per-host {shape.chips_per_host}",
-        f"--slices {train.slices}",
-        f"--steps {train.steps}",
-        f"--checkpoint-every {train.checkpoint_every}",
-        f"--data-uri {train.data_uri}",
-        f"--storage-uri {train.storage_uri}",
-        f"--run-name {cfg.cluster.name}-train",
-        f"--max-failures {train.max_failures}",
+    args = contracts.TrainArgs(
+        accelerator_type=shape.ray_accelerator_type,
+        topology=shape.topology,
+        hosts_per_slice=shape.hosts,
+        chips_per_host=shape.chips_per_host,
+        slices=train.slices,
+        steps=train.steps,
+        checkpoint_every=train.checkpoint_every,
+        data_uri=train.data_uri,
+        storage_uri=train.storage_uri,
+        run_name=f"{cfg.cluster.name}-train",
+        max_failures=train.max_failures,
         # The step watchdog fails a hung attempt at the TpurayHungGangStepStalled threshold.
-        f"--watchdog-factor {cfg.observability.hung_gang.step_factor:g}",
-        f"--watchdog-floor-s {cfg.observability.hung_gang.floor_seconds}",
-        "--device tpu",
-    ]
-    return " ".join(args)
+        watchdog_factor=cfg.observability.hung_gang.step_factor,
+        watchdog_floor_s=cfg.observability.hung_gang.floor_seconds,
+        device="tpu",
+    )
+    return shlex.join(["python", "-m", contracts.TRAIN_MODULE, *args.to_argv(contracts.RENDERED_TRAIN_FLAGS)])
 
 
 def train_job(cfg: StackConfig) -> dict[str, Any]:
@@ -280,7 +280,7 @@ def serve_config(cfg: StackConfig) -> dict[str, Any]:
         {
             "name": SERVE_APP,
             "route_prefix": "/",
-            "import_path": "ray_apps.serve:build_app",
+            "import_path": contracts.SERVE_IMPORT_PATH,
             "runtime_env": _runtime_env(cfg),
             "args": args,
         }

@@ -1,0 +1,162 @@
+"""The jobs' contract with the platform, in one place and stdlib-only: infra/ renders it into
+the RayJob and RayService, tpuray.localrun reads it back, ray_apps.train parses it.
+
+- `TrainArgs`: every `python -m ray_apps.train` flag, its type and default (the stack config's
+  `tpuray:workloads.train` defaults come from here too), `to_argv()` and `parse_train_args()`;
+- `SERVE_IMPORT_PATH`: the Serve application the RayService runs;
+- `RESULT_PREFIX`: the line prefix of the apps' machine-readable JSON summary.
+
+This module imports nothing but the standard library, so that tpuray (which must not import
+Ray) and ray_apps (which must not import tpuray) can both import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TRAIN_MODULE = "ray_apps.train"
+SERVE_IMPORT_PATH = "ray_apps.serve:build_app"
+RESULT_PREFIX = "TPURAY_RESULT "  # then one line of JSON
+
+Device = Literal["tpu", "emulated", "cpu"]
+DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")
+
+
+def _flag(help: str = "", **argparse_kwargs: Any) -> dict[str, Any]:
+    return {"help": help, **argparse_kwargs}
+
+
+@dataclass
+class TrainArgs:
+    """The arguments of `python -m ray_apps.train`; a field `foo_bar` is the flag `--foo-bar`."""
+
+    data_uri: str = field(metadata=_flag("training data: gs:// or a local path (Parquet or JSONL)"))
+    storage_uri: str = field(metadata=_flag("RunConfig.storage_path: gs://bucket/runs or a local dir"))
+    run_name: str = field(metadata=_flag("RunConfig.name: the run's folder under --storage-uri"))
+    device: Device = field(default="tpu", metadata=_flag("where the workers run", choices=DEVICES))
+    accelerator_type: str | None = field(default=None, metadata=_flag("Ray accelerator type, e.g. TPU-V6E"))
+    topology: str | None = field(default=None, metadata=_flag("slice topology, e.g. 4x4"))
+    hosts_per_slice: int = 1
+    chips_per_host: int = 0
+    slices: int = 1
+    steps: int = 200
+    checkpoint_every: int = 20
+    max_failures: int = 3
+    batch_size: int = field(default=64, metadata=_flag("rows per host per step"))  # a multiple of chips/host on TPU
+    learning_rate: float = 1e-2
+    hidden: tuple[int, ...] = field(default=(32, 32), metadata={"flag": False})  # the model's layers: no flag
+    seed: int = 0
+    data_format: str | None = field(default=None, metadata=_flag(choices=("parquet", "jsonl")))
+    fail_once_at_step: int | None = field(
+        default=None, metadata=_flag("fault injection: raise once at this step", type=int)
+    )
+    stall_once_at_step: int | None = field(
+        default=None, metadata=_flag("fault injection: one rank hangs here once", type=int)
+    )
+    stall_rank: int = field(default=0, metadata=_flag("the rank --stall-once-at-step hangs"))
+    # The step watchdog (ray_apps.watchdog): no step within max(factor x median, floor) (before
+    # an attempt's first step: startup) fails the attempt. Same defaults as tpuray:observability.
+    watchdog_factor: float = field(default=10.0, metadata=_flag("a step may take this many median steps"))
+    watchdog_floor_s: float = field(default=900.0, metadata=_flag("... but never less than this"))
+    watchdog_startup_s: float = field(default=1800.0, metadata=_flag("limit before an attempt's first step"))
+    address: str | None = field(
+        default=None, metadata=_flag("Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
+    )
+    # tpu/emulated: how long a (re)start may wait for enough fully free slices before it
+    # fails loudly with ray_apps.slices.SliceUnavailableError.
+    slice_deadline_s: float = field(
+        default=600.0,
+        metadata=_flag("tpu/emulated: fail with SliceUnavailableError when no fully free slice appears within this"),
+    )
+
+    def validate(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.device in ("tpu", "emulated"):
+            missing = [n for n in ("accelerator_type", "topology") if not getattr(self, n)] + (
+                ["chips_per_host"] if self.chips_per_host <= 0 else []
+            )
+            if missing:
+                raise ValueError(f"device={self.device} needs {', '.join(flag(m) for m in missing)}")
+            if self.batch_size % self.chips_per_host and self.device == "tpu":
+                # iter_jax_batches shards each host's batch over its local devices (chips).
+                raise ValueError(
+                    f"--batch-size {self.batch_size} must be a multiple of --chips-per-host {self.chips_per_host}"
+                )
+        if self.hosts_per_slice < 1 or self.slices < 1:
+            raise ValueError("--hosts-per-slice and --slices must be >= 1")
+        if self.steps < 1 or self.checkpoint_every < 1 or self.batch_size < 1:
+            raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
+        if self.slice_deadline_s <= 0:
+            raise ValueError("--slice-deadline-s must be > 0")
+
+    @property
+    def num_workers(self) -> int:
+        # One Train worker per TPU VM host; on cpu the same count of plain workers.
+        return self.hosts_per_slice * self.slices
+
+    def to_argv(self, names: tuple[str, ...] | None = None) -> list[str]:
+        """["--flag", "value", ...] for the named fields (default: every field with a flag that is
+        set), in that order. Floats print as %g (10.0 -> 10)."""
+        argv: list[str] = []
+        for name in names if names is not None else tuple(f.name for f in _flag_fields()):
+            value = getattr(self, name)
+            if value is not None:
+                argv += [flag(name), f"{value:g}" if isinstance(value, float) else str(value)]
+        return argv
+
+
+# The flags a rendered RayJob passes, in this order; the rest keep their defaults.
+RENDERED_TRAIN_FLAGS = (
+    "accelerator_type",
+    "topology",
+    "hosts_per_slice",
+    "chips_per_host",
+    "slices",
+    "steps",
+    "checkpoint_every",
+    "data_uri",
+    "storage_uri",
+    "run_name",
+    "max_failures",
+    "watchdog_factor",
+    "watchdog_floor_s",
+    "device",
+)
+# The flags that say which slice the job runs on (what the emulator rewrites to its own slice).
+SHAPE_FLAGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _flag_fields() -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(TrainArgs) if f.metadata.get("flag", True)]
+
+
+def train_defaults() -> dict[str, Any]:
+    """Every field's default (the required ones have none)."""
+    return {f.name: f.default for f in dataclasses.fields(TrainArgs) if f.default is not dataclasses.MISSING}
+
+
+def train_parser(description: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {TRAIN_MODULE}", description=description)
+    for f in _flag_fields():
+        kwargs = {k: v for k, v in f.metadata.items() if k != "help"}
+        if f.default is dataclasses.MISSING:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = f.default
+            base = type(f.default) if f.default is not None else None
+            if base in (int, float):
+                kwargs["type"] = base
+        p.add_argument(flag(f.name), help=f.metadata.get("help") or None, **kwargs)
+    return p
+
+
+def parse_train_args(argv: list[str] | None = None, description: str | None = None) -> TrainArgs:
+    return TrainArgs(**vars(train_parser(description).parse_args(argv)))
