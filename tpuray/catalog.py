@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
+from tpuray.errors import TpurayError
+
 
 class Placement(str, Enum):
     """How GKE places the VMs of one slice."""
@@ -172,7 +174,7 @@ GENERATIONS: dict[str, Generation] = {
 CHIPS_PER_MULTI_HOST_VM = 4
 
 
-class CatalogError(ValueError):
+class CatalogError(TpurayError, ValueError):
     """A generation, topology or machine type the catalog does not know."""
 
 

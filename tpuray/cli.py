@@ -12,18 +12,10 @@ import sys
 from rich.console import Console
 
 from tpuray import commands
-from tpuray.catalog import CatalogError
-from tpuray.config import ConfigError
+from tpuray.errors import EXIT_USAGE, TpurayError, UserError
 
-EXIT_CONFIG = 2
-
-
-class UserError(Exception):
-    """A problem with what the user asked for; printed as is, exit code `code`."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
+EXIT_CONFIG = EXIT_USAGE
+__all__ = ["UserError", "build_parser", "main"]
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -45,13 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except ConfigError as exc:
+    except TpurayError as exc:  # ConfigError, CatalogError, UserError, ...: one line per problem
         for line in exc.lines:
             err.print(f"[bold red]error:[/] {line}", markup=True, highlight=False)
-        return EXIT_CONFIG
-    except (CatalogError, UserError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        return getattr(exc, "code", EXIT_CONFIG)
+        return exc.code
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -19,6 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ray_apps import contracts
 from tpuray import capacity, catalog, gcp_rules, gke_versions
+from tpuray.errors import ConfigError
 from tpuray.security_config import (
     BinaryAuthorizationConfig,
     MaintenanceConfig,
@@ -42,14 +43,6 @@ CONFIG_KEYS = (
 )
 _TRAIN = contracts.train_defaults()
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
-class ConfigError(Exception):
-    """Invalid stack config. `lines` holds one human-readable line per problem."""
-
-    def __init__(self, lines: list[str]):
-        super().__init__("\n".join(lines))
-        self.lines = lines
 
 
 class _Model(BaseModel):
@@ -661,19 +654,36 @@ def stacks_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "stacks"
 
 
+STACK_FILE = re.compile(r"^Pulumi\.(.+)\.ya?ml$")
+
+
+def stack_files(folder: Path | None = None) -> list[Path]:
+    """The Pulumi.<stack>.yaml files of a stacks folder (default: this repository's stacks/)."""
+    return sorted((folder if folder is not None else stacks_dir()).glob("Pulumi.*.yaml"))
+
+
+def stack_names(folder: Path | None = None) -> list[str]:
+    return [name_of_stack_file(p) for p in stack_files(folder)]
+
+
+def name_of_stack_file(path: Path) -> str:
+    match = STACK_FILE.match(path.name)
+    if not match:
+        raise ConfigError([f"stack file {str(path)!r}: name must be Pulumi.<stack>.yaml"])
+    return match.group(1)
+
+
 def resolve_stack_file(stack: str) -> tuple[str, Path]:
     """A stack name in stacks/ or a path to a Pulumi.<name>.yaml -> (name, path)."""
     path = Path(stack)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        match = re.match(r"^Pulumi\.(.+)\.ya?ml$", path.name)
-        if not match:
-            raise ConfigError([f"stack file {str(path)!r}: name must be Pulumi.<stack>.yaml"])
+        name = name_of_stack_file(path)
         if not path.is_file():
             raise ConfigError([f"stack file {str(path)!r}: not found"])
-        return match.group(1), path
+        return name, path
     path = stacks_dir() / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir().glob("Pulumi.*.yaml"))
+        known = stack_names()
         raise ConfigError([f"stack {stack!r}: no stacks/Pulumi.{stack}.yaml; valid: {', '.join(known)}"])
     return stack, path
 

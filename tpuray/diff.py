@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tpuray import cost as costmod
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file
+from tpuray import errors
+from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stack_names
 
 EXIT_MANDATORY = 1
 EXIT_BAD_REF = 2
@@ -53,12 +54,7 @@ REPLACE_FIELDS: dict[str, tuple[str, ...]] = {
 K8S_REPLACE_FIELDS = ("apiVersion", "kind", "metadata.name", "metadata.namespace")
 
 
-class DiffError(Exception):
-    """A problem with the request (unknown ref, not a git repository). `code` is the exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_BAD_REF):
-        super().__init__(message)
-        self.code = code
+DiffError = errors.DiffError  # a problem with the request (unknown ref, not a git repository)
 
 
 # ---------------------------------------------------------------------------- git
@@ -136,7 +132,7 @@ class Side:
 
 
 def tree_stacks(tree: Path) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (tree / "stacks").glob("Pulumi.*.yaml"))
+    return stack_names(tree / "stacks")
 
 
 def preview_side(tree: Path, stack: str) -> Side:

@@ -37,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from tpuray import catalog, labels, storage_emulator
+from tpuray import catalog, errors, labels, storage_emulator
 from tpuray.mockrun import StackRun
 
 STATE_FILE = "state.json"
@@ -65,8 +65,7 @@ BASE_ENV = {
 IMAGE_SITE = Path(__file__).resolve().parent / "image_site"
 
 
-class EmulatorError(RuntimeError):
-    """The emulated cluster cannot be planned, started or found."""
+EmulatorError = errors.EmulatorError  # the emulated cluster cannot be planned, started or found
 
 
 # ---------------------------------------------------------------------------- plan

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import re
 import shlex
 import sys
@@ -36,7 +35,7 @@ from ray_apps import contracts
 from ray_apps.contracts import RESULT_PREFIX
 from tpuray import bundle, catalog, labels, storage_emulator
 from tpuray.catalog import SliceShape
-from tpuray.cli import UserError
+from tpuray.errors import UserError
 from tpuray.mockrun import StackRun
 
 if TYPE_CHECKING:
@@ -141,9 +140,9 @@ SERVE_HTTP_PORT = 8000  # Serve's HTTP proxy on the emulator (127.0.0.1 only)
 
 def gcs_root() -> Path:
     """Local stand-in for GCS buckets, shared by every emulated stack (bucket names are global)."""
-    from tpuray.emulator import DEFAULT_ROOT, LOCAL_DIR_ENV
+    from tpuray.emulator import local_root
 
-    return Path(os.environ.get(LOCAL_DIR_ENV, DEFAULT_ROOT)) / "gcs"
+    return local_root() / "gcs"
 
 
 def rendered(run: StackRun, kind: str) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
-from tpuray.cli import UserError
 from tpuray.config import RayConfig
+from tpuray.errors import UserError
 from tpuray.policies import RULES
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,

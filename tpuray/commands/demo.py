@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from tpuray import emulator
-from tpuray.cli import UserError
+from tpuray.errors import UserError
 
 DEMO_STEPS = 40
 OUT_DIR = Path("out/demo")
@@ -115,16 +115,16 @@ def run(args: argparse.Namespace) -> int:
     phases = Phases()
     with phases.time("doctor"):
         console.print(Rule("tpuray doctor: what the demo needs"))
-        doctor.run(argparse.Namespace(stack=args.stack))  # stops here, with its advice, when a check blocks
+        doctor.check(args.stack)  # stops here, with its advice, when a check blocks
     with phases.time("preview"):
         console.print(Rule(f"1/5 offline preview of stack {args.stack}"))
-        code = preview.run(argparse.Namespace(stack=args.stack, json=False))
+        code = preview.preview(args.stack)
     if code != 0:
         raise UserError(f"the {args.stack} preview has mandatory policy violations; fix them first", code=code)
 
     with phases.time("emulator up"):
         console.print(Rule("2/5 emulated TPU slices up"))
-        local.run_up(argparse.Namespace(stack=args.stack, max_hosts=None, dashboard=True, dry_run=False, metrics=False))
+        local.up(args.stack)
     stack = run_stack(args.stack)
     cluster = emulator.EmulatedCluster.attach(emulator.state_dir_for(stack.stack))
     logs = log_path(stack.stack)
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             console.print(Rule("5/5 emulated TPU slices down"))
             with suppress(OSError):  # a log copy never keeps the emulator up
                 _keep_ray_logs(cluster, logs.parent / f"{stack.stack}-ray")
-            local.run_down(argparse.Namespace(stack=stack.stack))
+            local.down(stack.stack)
 
     low, high = stack_cost(stack.config).range()
     result = DemoResult(

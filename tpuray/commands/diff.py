@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpuray import cost as costmod
-from tpuray.cli import UserError
 from tpuray.diff import DiffError, Report, StackDiff, delta_text, run_diff, show, total_text
+from tpuray.errors import UserError
 
 MARKER = "<!-- tpuray-diff -->"  # lets CI find and update its own PR comment
 SYMBOL = {"add": "+", "update": "~", "replace": "±", "remove": "-"}

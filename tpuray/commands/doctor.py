@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 
 from tpuray import doctor
-from tpuray.cli import UserError
+from tpuray.errors import UserError
 
 EXIT_BLOCKED = 1
 
@@ -36,8 +36,13 @@ def checks_for(stack: str) -> list[doctor.Check]:
 
 
 def run(args: argparse.Namespace) -> int:
+    return check(args.stack)
+
+
+def check(stack: str) -> int:
+    """Print the checks for a stack; raise UserError (exit 1) when one blocks."""
     console = Console(highlight=False, soft_wrap=True)
-    blocking = report(checks_for(args.stack), console)
+    blocking = report(checks_for(stack), console)
     if blocking:
         raise UserError(
             f"{len(blocking)} check(s) block the demo: " + "; ".join(f"{c.name}: {c.fix}" for c in blocking),

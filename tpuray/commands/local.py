@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from tpuray import emulator, localmetrics
-from tpuray.cli import UserError
+from tpuray.errors import UserError
 from tpuray.mockrun import run_stack
 
 
@@ -142,12 +142,19 @@ def _find(stack: str | None) -> emulator.EmulatedCluster:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    return up(args.stack, args.max_hosts, dashboard=args.dashboard, dry_run=args.dry_run, metrics=args.metrics)
+
+
+def up(
+    stack_name: str, max_hosts: int | None = None, dashboard: bool = True, dry_run: bool = False, metrics: bool = False
+) -> int:
+    """Start the emulated cluster of a stack on 127.0.0.1 (`tpuray local up`)."""
     console = Console(highlight=False)
-    stack = run_stack(args.stack)  # the rendered objects: what GKE would run
-    if args.max_hosts is not None and args.max_hosts < 1:
-        raise UserError(f"--max-hosts {args.max_hosts} is invalid; it must be at least 1")
+    stack = run_stack(stack_name)  # the rendered objects: what GKE would run
+    if max_hosts is not None and max_hosts < 1:
+        raise UserError(f"--max-hosts {max_hosts} is invalid; it must be at least 1")
     try:
-        plan = emulator.plan_slices(stack, args.max_hosts)
+        plan = emulator.plan_slices(stack, max_hosts)
     except emulator.EmulatorError as exc:
         raise UserError(str(exc)) from None
     for note in plan.notes:
@@ -161,9 +168,9 @@ def run_up(args: argparse.Namespace) -> int:
             f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
             f"{s.chips_per_host} chips, market {s.market_type}"
         )
-    if args.metrics and not args.dashboard:
+    if metrics and not dashboard:
         raise UserError("--metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard")
-    if args.dry_run:
+    if dry_run:
         return 0
     sdir = emulator.state_dir_for(stack.stack)
     if (sdir / emulator.STATE_FILE).exists():
@@ -190,7 +197,7 @@ def run_up(args: argparse.Namespace) -> int:
 
         try:
             cluster = emulator.launch_detached(
-                plan, sdir, stack.stack, dashboard=args.dashboard, progress=report, delivery=True
+                plan, sdir, stack.stack, dashboard=dashboard, progress=report, delivery=True
             )
         except emulator.EmulatorError as exc:
             raise UserError(f"local cluster failed to start: {exc}") from None
@@ -199,7 +206,7 @@ def run_up(args: argparse.Namespace) -> int:
         f"[green]ready[/]: Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set "
         f"RAY_AUTH_MODE=disabled); state in {sdir}"
     )
-    if args.metrics:
+    if metrics:
         try:
             prom = localmetrics.start(stack.config, sdir, cluster.state.ray_dir)
         except localmetrics.MetricsError as exc:
@@ -318,7 +325,12 @@ def slice_table(s: dict, wide: bool = False) -> Table:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    cluster = _find(args.stack)
+    return down(args.stack)
+
+
+def down(stack: str | None) -> int:
+    """Stop the emulated cluster's processes by PID (`tpuray local down`)."""
+    cluster = _find(stack)
     before = cluster.pids()
     prom = localmetrics.load(cluster.state_dir)
     leftover = localmetrics.stop(cluster.state_dir) + cluster.stop()

@@ -14,8 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpuray import capacity
-from tpuray.cli import UserError
 from tpuray.cost import cost_table, stack_cost
+from tpuray.errors import UserError
 from tpuray.labels import ray_cluster_spec
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.analyzer import (
@@ -184,10 +184,15 @@ def print_delivery(run: StackRun, console: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    stack_run = run_stack(args.stack)
+    return preview(args.stack, as_json=args.json)
+
+
+def preview(stack: str, as_json: bool = False) -> int:
+    """Print the stack's preview (a table, or JSON); 1 when a mandatory policy fires."""
+    stack_run = run_stack(stack)
     violations = policy_violations(stack_run)
     failed = 1 if any(v.level == "mandatory" for v in violations) else 0
-    if args.json:
+    if as_json:
         print(json.dumps(preview_document(stack_run, violations), indent=2, default=str))
         return failed
     console = Console(soft_wrap=False, width=200)

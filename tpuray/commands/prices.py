@@ -9,8 +9,8 @@ import datetime as dt
 from pathlib import Path
 
 from tpuray import billing, pricebook
-from tpuray.cli import UserError
-from tpuray.config import read_stack_file, stacks_dir
+from tpuray.config import read_stack_file, stack_files
+from tpuray.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def stack_regions() -> list[str]:
     """The regions the stacks in stacks/ deploy to."""
     regions = set()
-    for path in sorted(stacks_dir().glob("Pulumi.*.yaml")):
+    for path in stack_files():
         gcp = read_stack_file(path).get("gcp") or {}
         if isinstance(gcp, dict) and gcp.get("region"):
             regions.add(str(gcp["region"]))
