@@ -1,0 +1,31 @@
+"""Generated sections of docs/ (tpuray/docs.py) match the code: a rule added to the registry, or
+an enforcement level changed in policies/policy-config.*.json, fails here until
+`python -m tpuray.docs` has rewritten docs/policies.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpuray import docs
+
+
+def test_no_generated_section_is_stale() -> None:
+    assert docs.stale() == [], "run `.venv/bin/python -m tpuray.docs` and commit docs/"
+
+
+def test_the_policy_table_has_one_row_per_rule_with_its_levels() -> None:
+    table = docs.policy_rule_table()
+    assert "| `rayjob-deadlines` | RayCluster, RayJob, RayService | mandatory (advisory in dev) | yes |" in table
+    assert "| `gke-private-nodes` | Cluster | mandatory | no | GKE nodes have private IPs only. |" in table
+
+
+def test_a_section_without_markers_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no <!-- BEGIN GENERATED: policy-rules -->"):
+        docs.render("policy-rules", "# Policies\n\n| name |\n")
+
+
+def test_render_replaces_only_the_section() -> None:
+    text = "before\n<!-- BEGIN GENERATED: policy-rules (x) -->\nold\n<!-- END GENERATED: policy-rules -->\nafter\n"
+    out = docs.render("policy-rules", text)
+    assert out.startswith("before\n<!-- BEGIN GENERATED: policy-rules (x) -->\n| name | applies to |")
+    assert out.endswith("|\n<!-- END GENERATED: policy-rules -->\nafter\n") and "old" not in out

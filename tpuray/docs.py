@@ -1,0 +1,98 @@
+"""Sections of docs/ generated from the code, between marker comments:
+
+    <!-- BEGIN GENERATED: NAME (python -m tpuray.docs) -->
+    ...
+    <!-- END GENERATED: NAME -->
+
+`python -m tpuray.docs` rewrites every section; `python -m tpuray.docs --check` exits 1 and
+names the stale ones (tests/test_docs_generated.py runs the same check), so a rule added to the
+registry without its docs row fails the fast suite.
+
+Sections:
+- `policy-rules` in docs/policies.md: the rule table, from tpuray.policies.RULES and the
+  enforcement levels of policies/policy-config.<environment>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+
+def _levels(environment: str) -> dict[str, str]:
+    raw = json.loads((REPO / "policies" / f"policy-config.{environment}.json").read_text())
+    return {k: v if isinstance(v, str) else str(v.get("enforcementLevel", "")) for k, v in raw.items()}
+
+
+def policy_rule_table() -> str:
+    """One row per rule of the pack, in registry order."""
+    from tpuray.policies import RULES
+
+    levels = {env: _levels(env) for env in ENVIRONMENTS}
+    rows = ["| name | applies to | default | check | description |", "|---|---|---|---|---|"]
+    for rule in RULES:
+        kinds = "stack" if rule.is_stack else ", ".join(dict.fromkeys(t.rsplit(":", 1)[-1] for t in rule.types))
+        default = rule.level.value
+        others: dict[str, list[str]] = {}
+        for env, config in levels.items():
+            level = config.get(rule.name, config.get("all", default))
+            if level != default:
+                others.setdefault(level, []).append(env)
+        if others:
+            default += " (" + "; ".join(f"{level} in {', '.join(envs)}" for level, envs in others.items()) + ")"
+        check = "yes" if rule.kubernetes else "no"
+        rows.append(f"| `{rule.name}` | {kinds} | {default} | {check} | {rule.description} |")
+    return "\n".join(rows) + "\n"
+
+
+SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
+    "policy-rules": (DOCS / "policies.md", policy_rule_table),
+}
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"(<!-- BEGIN GENERATED: {re.escape(name)} [^\n]*-->\n)(.*?)(<!-- END GENERATED: {re.escape(name)} -->)",
+        re.S,
+    )
+
+
+def render(name: str, text: str) -> str:
+    """`text` with section `name` replaced by what the code generates now."""
+    _, generate = SECTIONS[name]
+    pattern = _pattern(name)
+    if not pattern.search(text):
+        raise ValueError(f"no <!-- BEGIN GENERATED: {name} --> ... <!-- END GENERATED: {name} --> markers")
+    body = generate()
+    return pattern.sub(lambda m: m.group(1) + body + m.group(3), text, count=1)
+
+
+def stale() -> list[str]:
+    """The sections whose text in docs/ differs from what the code generates."""
+    return [name for name, (path, _) in SECTIONS.items() if render(name, path.read_text()) != path.read_text()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tpuray.docs", description="regenerate docs/ sections")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a generated section is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        names = stale()
+        for name in names:
+            print(f"stale: {name} in {SECTIONS[name][0].relative_to(REPO)}; run `python -m tpuray.docs`")
+        return 1 if names else 0
+    for name, (path, _) in SECTIONS.items():
+        path.write_text(render(name, path.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
