@@ -29,3 +29,13 @@ def test_render_replaces_only_the_section() -> None:
     out = docs.render("policy-rules", text)
     assert out.startswith("before\n<!-- BEGIN GENERATED: policy-rules (x) -->\n| name | applies to |")
     assert out.endswith("|\n<!-- END GENERATED: policy-rules -->\nafter\n") and "old" not in out
+
+
+def test_the_config_key_table_has_every_key_with_type_default_and_description() -> None:
+    table = docs.config_key_table()
+    assert (
+        "| `tpuray:slicePools[].capacity[].flexStart` | bool | false |  | flex-start (DWS): node pools scale from zero |"
+        in (table)
+    )
+    assert "| `tpuray:workloads.train.steps` | int | 200 | >= 1 | training steps |" in table
+    assert "| `tpuray:slicePools[].idleTimeoutMinutes` | int | 60 | >= 5 |" in table

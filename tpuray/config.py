@@ -110,10 +110,10 @@ class ReservationRef(_Model):
 class CapacityTier(_Model):
     """One step of a capacity chain. Exactly one tier key is set (tpuray/capacity.py has the tiers)."""
 
-    spot: bool = False
-    reservation: ReservationRef | None = None
-    on_demand: bool = Field(False, alias="onDemand")
-    flex_start: bool = Field(False, alias="flexStart")
+    spot: bool = Field(False, description="Spot VMs (may be preempted)")
+    reservation: ReservationRef | None = Field(None, description="a specific Compute Engine reservation")
+    on_demand: bool = Field(False, alias="onDemand", description="on-demand VMs")
+    flex_start: bool = Field(False, alias="flexStart", description="flex-start (DWS): node pools scale from zero")
     # Keys of tiers in tpuray.capacity.TIERS that have no field above (a tier added to the table only).
     others: SkipJsonSchema[dict[str, Any]] = Field(default_factory=dict, exclude=True)
 
@@ -177,16 +177,26 @@ class FallbackShape(_Model):
 
 
 class SlicePoolConfig(_Model):
-    name: str
-    generation: str
-    topology: str
-    machine_type: str | None = Field(None, alias="machineType")
-    slices: int
-    capacity: list[CapacityTier]
-    fallback: list[FallbackShape] = Field(default_factory=list)
-    zone: str | None = None  # defaults to the first of tpuray:gcp.zones
-    # The idle-slice alert fires when a host of this pool ran no TPU program for this long.
-    idle_timeout_minutes: int = Field(60, alias="idleTimeoutMinutes", ge=5)
+    """A pool of identical TPU slices and the capacity chain that provides them."""
+
+    name: str = Field(description="the pool's name: node pools, ComputeClass and labels are named after it")
+    generation: str = Field(description="a TPU generation of the catalog (`tpuray topology`)")
+    topology: str = Field(description="a topology valid for the generation, e.g. 4x4")
+    machine_type: str | None = Field(
+        None, alias="machineType", description="picks between the two forms of 2x4; default: the catalog's"
+    )
+    slices: int = Field(description="how many slices the pool provides")
+    capacity: list[CapacityTier] = Field(description="the capacity chain, in priority order")
+    fallback: list[FallbackShape] = Field(
+        default_factory=list, description="other shapes appended to the pool's ComputeClass, in order"
+    )
+    zone: str | None = Field(None, description="default: the first of tpuray:gcp.zones")
+    idle_timeout_minutes: int = Field(
+        60,
+        alias="idleTimeoutMinutes",
+        ge=5,
+        description="the idle-slice alert fires when a host of this pool ran no TPU program for this long",
+    )
 
     @property
     def shape(self) -> catalog.SliceShape:
@@ -208,17 +218,27 @@ class RayConfig(_Model):
 
 
 class TrainWorkload(_Model):
-    pool: str
+    """The training RayJob (`python -m ray_apps.train`)."""
+
+    pool: str = Field(description="the slice pool it trains on")
     # The job's own defaults (ray_apps/contracts.py TrainArgs), so a key left out means the same here.
-    slices: int = Field(_TRAIN["slices"], ge=1)
-    steps: int = Field(_TRAIN["steps"], ge=1)
-    checkpoint_every: int = Field(_TRAIN["checkpoint_every"], alias="checkpointEvery", ge=1)
-    data_uri: str = Field(alias="dataUri")
-    storage_uri: str = Field(alias="storageUri")
-    max_failures: int = Field(_TRAIN["max_failures"], alias="maxFailures", ge=0)
-    active_deadline_seconds: int = Field(4 * 3600, alias="activeDeadlineSeconds", ge=60)
-    backoff_limit: int = Field(2, alias="backoffLimit", ge=0)
-    ttl_seconds_after_finished: int = Field(3600, alias="ttlSecondsAfterFinished", ge=0)
+    slices: int = Field(_TRAIN["slices"], ge=1, description="slices of the pool one run uses")
+    steps: int = Field(_TRAIN["steps"], ge=1, description="training steps")
+    checkpoint_every: int = Field(
+        _TRAIN["checkpoint_every"], alias="checkpointEvery", ge=1, description="steps between checkpoints"
+    )
+    data_uri: str = Field(alias="dataUri", description="training data: gs:// Parquet or JSONL")
+    storage_uri: str = Field(alias="storageUri", description="where checkpoints and results go (gs://)")
+    max_failures: int = Field(
+        _TRAIN["max_failures"], alias="maxFailures", ge=0, description="restarts of a failed attempt (FailureConfig)"
+    )
+    active_deadline_seconds: int = Field(
+        4 * 3600, alias="activeDeadlineSeconds", ge=60, description="the RayJob stops after this long"
+    )
+    backoff_limit: int = Field(2, alias="backoffLimit", ge=0, description="RayJob retries of a failed submission")
+    ttl_seconds_after_finished: int = Field(
+        3600, alias="ttlSecondsAfterFinished", ge=0, description="a finished job's cluster is deleted after this"
+    )
 
 
 class ServeWorkload(_Model):

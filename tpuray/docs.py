@@ -10,7 +10,10 @@ registry without its docs row fails the fast suite.
 
 Sections:
 - `policy-rules` in docs/policies.md: the rule table, from tpuray.policies.RULES and the
-  enforcement levels of policies/policy-config.<environment>.json.
+  enforcement levels of policies/policy-config.<environment>.json;
+- `config-keys` in docs/configuration.md: every stack config key with its type, default, bounds
+  and description, from StackConfig.model_json_schema() (descriptions: the fields'
+  `Field(description=...)`, else the model's docstring for an object key).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -53,8 +57,82 @@ def policy_rule_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _type(schema: dict[str, Any], defs: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return "object"
+    if "anyOf" in schema:
+        return " or ".join(_type(s, defs) for s in schema["anyOf"])
+    if "enum" in schema:
+        return " / ".join(json.dumps(v) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    kind = schema.get("type", "any")
+    if kind == "array":
+        return f"list of {_type(schema.get('items', {}), defs)}"
+    if kind == "object" and "additionalProperties" in schema and isinstance(schema["additionalProperties"], dict):
+        return f"map of {_type(schema['additionalProperties'], defs)}"
+    return {"integer": "int", "number": "number", "boolean": "bool", "string": "string", "null": "null"}.get(kind, kind)
+
+
+def _bounds(schema: dict[str, Any]) -> str:
+    marks = {
+        "minimum": ">=",
+        "exclusiveMinimum": ">",
+        "maximum": "<=",
+        "exclusiveMaximum": "<",
+        "minLength": "length >=",
+    }
+    parts = [f"{sign} {schema[key]}" for key, sign in marks.items() if key in schema]
+    for option in schema.get("anyOf", []):
+        parts += [f"{sign} {option[key]}" for key, sign in marks.items() if key in option]
+    return ", ".join(parts)
+
+
+def _object(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any] | None:
+    """The object definition a property holds (directly, in a list, or or-null)."""
+    for candidate in [schema, schema.get("items", {}), *schema.get("anyOf", [])]:
+        if "$ref" in candidate:
+            return defs[candidate["$ref"].rsplit("/", 1)[-1]]
+        if candidate.get("type") == "array" and "$ref" in candidate.get("items", {}):
+            return defs[candidate["items"]["$ref"].rsplit("/", 1)[-1]]
+    return None
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def config_key_table() -> str:
+    """Every key under `tpuray:`, depth first, in the models' field order."""
+    from tpuray.config import NAMESPACE, StackConfig
+
+    schema = StackConfig.model_json_schema(by_alias=True)
+    defs = schema.get("$defs", {})
+    rows = ["| key | type | default | bounds | description |", "|---|---|---|---|---|"]
+
+    def walk(model: dict[str, Any], prefix: str) -> None:
+        required = set(model.get("required", []))
+        for name, prop in model.get("properties", {}).items():
+            if not prefix and name == "stack":
+                continue  # the stack's name, from the file name: not a key
+            key = f"{prefix}{name}" if prefix else f"{NAMESPACE}:{name}"
+            inner = _object(prop, defs)
+            is_list = prop.get("type") == "array" or any(o.get("type") == "array" for o in prop.get("anyOf", []))
+            default = "required" if name in required else json.dumps(prop.get("default")) if "default" in prop else ""
+            text = prop.get("description") or (inner or {}).get("description", "")
+            rows.append(
+                f"| `{key}` | {_cell(_type(prop, defs))} | {_cell(default)} | {_bounds(prop)} | {_cell(text)} |"
+            )
+            if inner is not None:
+                walk(inner, f"{key}{'[]' if is_list else ''}.")
+
+    walk(schema, "")
+    return "\n".join(rows) + "\n"
+
+
 SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
     "policy-rules": (DOCS / "policies.md", policy_rule_table),
+    "config-keys": (DOCS / "configuration.md", config_key_table),
 }
 
 
