@@ -117,3 +117,10 @@ def test_an_added_tier_is_priced_from_the_stack_config_in_the_cost_table(calenda
         ("v6e-dev", 1.25, {"min": 0, "max": 16})
     ]
     assert "calendar" in calendar_run.cost_text
+
+
+def test_every_tier_feature_has_a_gke_version_floor() -> None:
+    from tpuray import gke_versions
+
+    features = {t.gke_feature for t in capacity.TIERS if t.gke_feature}
+    assert features == {"flex-start for TPUs"} and features <= set(gke_versions.FLOORS)

@@ -56,6 +56,7 @@ class Tier:
     market_type: str  # Ray's ray.io/market-type value
     from_zero: bool = False  # node pools start at zero nodes and autoscale up
     auto_repair: bool = True
+    gke_feature: str | None = None  # the GKE feature (tpuray/gke_versions.py FLOORS) a cluster needs for it
     # GKE node label of the tier's nodes and its value (None: the tier has no label of its own).
     node_label: str | None = None
     node_label_value: Callable[[Reservation | None], str] = lambda _ref: "true"
@@ -164,6 +165,7 @@ FLEX_START = Tier(
     market_type="on-demand",
     from_zero=True,
     auto_repair=False,
+    gke_feature="flex-start for TPUs",
     node_label=labels.GKE_FLEX_START,
     node_config=lambda _ref, _project: {
         "flex_start": True,

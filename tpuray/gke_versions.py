@@ -91,8 +91,8 @@ def features_used(cfg: StackConfig) -> list[str]:
     ]
     gens = [catalog.generation(pool.generation) for pool in cfg.slice_pools]
     used += dict.fromkeys(g.gke_feature for g in gens if g.gke_feature)  # the catalog names each one
-    if any(tier.flex_start for pool in cfg.slice_pools for tier in pool.capacity):
-        used.append("flex-start for TPUs")
+    tiers = [tier.kind for pool in cfg.slice_pools for tier in pool.capacity]
+    used += dict.fromkeys(t.gke_feature for t in tiers if t.gke_feature)  # the capacity table names each one
     return used
 
 
