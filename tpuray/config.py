@@ -54,9 +54,13 @@ class _Model(BaseModel):
 
 
 class GcpConfig(_Model):
-    project: str = Field(min_length=1)
-    region: str = Field(min_length=1)
-    zones: list[str] = Field(min_length=1)
+    """Where the stack deploys."""
+
+    project: str = Field(min_length=1, description="the Google Cloud project id")
+    region: str = Field(min_length=1, description="the cluster's region, e.g. us-east5")
+    zones: list[str] = Field(
+        min_length=1, description="zones of the region with the TPU capacity; the first is the default"
+    )
 
 
 class CpuPoolConfig(_Model):
@@ -208,9 +212,11 @@ class SlicePoolConfig(_Model):
 
 
 class RayConfig(_Model):
-    version: str = "2.60.0"
-    python: str = Field("py312", pattern=r"^py3\d+$")
-    image: str | None = None  # defaults to rayproject/ray:<version>-<python>-tpu
+    """The pinned Ray release every Ray object runs."""
+
+    version: str = Field("2.60.0", description="Ray version: rayVersion and the image tag")
+    python: str = Field("py312", pattern=r"^py3\d+$", description="the image's Python, e.g. py312")
+    image: str | None = Field(None, description="default: rayproject/ray:<version>-<python>-tpu")
 
     @property
     def tpu_image(self) -> str:
@@ -369,14 +375,18 @@ class ObservabilityConfig(_Model):
 
 class StackConfig(_Model):
     stack: str
-    environment: Literal["dev", "staging", "prod"]
+    environment: Literal["dev", "staging", "prod"] = Field(
+        description="picks policies/policy-config.<environment>.json and the environment's defaults"
+    )
     gcp: GcpConfig
     cluster: ClusterConfig
     slice_pools: list[SlicePoolConfig] = Field(alias="slicePools")
     ray: RayConfig = Field(default_factory=RayConfig)
     workloads: WorkloadsConfig = Field(default_factory=WorkloadsConfig)
-    # USD per chip-hour by generation and tier, overriding tpuray/data/prices.yaml.
-    prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="USD per chip-hour by generation and capacity tier, overriding tpuray/data/prices.yaml",
+    )
     terraform: TerraformConfig | None = None
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     images: ImagesConfig = Field(default_factory=ImagesConfig)
