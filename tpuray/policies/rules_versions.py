@@ -4,9 +4,9 @@ The GKE Ray operator add-on's KubeRay version is not published per GKE version, 
 environment records the version its cluster runs in policies/policy-config.<env>.json
 (`"kuberay-field-version": {"kuberayVersion": "1.5.1"}`), read off the cluster. The rule then
 names each rendered field that version's API server would prune, and what that costs. It is
-advisory in the pack; an environment whose config sets `all: mandatory` (prod) makes it block.
-Without a recorded version it has nothing to compare with and reports nothing; `tpuray doctor`
-and docs/configuration.md say how to read the version.
+advisory in the pack; the `all: mandatory` of the dev, staging and prod configs makes it block.
+Without a recorded version it has nothing to compare with and reports nothing;
+docs/configuration.md ("KubeRay versions") says how to read the version off a cluster.
 """
 
 from __future__ import annotations

@@ -1,0 +1,185 @@
+"""The Ray cluster inside every KubeRay object: the TPU worker groups, one per capacity tier
+and fallback shape, and the CPU head group, each hardened for Pod Security `restricted`.
+
+Every TPU worker group comes from the catalog: numOfHosts = hosts, replicas = slices,
+google.com/tpu = chips per host, and the nodeSelectors that the KubeRay TPU webhook and
+GKE need. The RayJob, RayService and RayCluster of infra/components/workloads.py all wrap
+ray_cluster_spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.components import pod_security
+from tpuray import capacity, catalog, images, labels
+from tpuray.catalog import SliceShape
+from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig
+from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
+
+KSA_NAME = "ray-workload"
+
+
+def _tier_placement(tier: CapacityTier) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """(extra nodeSelector, nodeAffinity) that keep a group's pods on one capacity tier's nodes,
+    so that the Ray node label ray.io/market-type is true for every node of the group."""
+    return capacity.node_placement(tier.kind, tier.reservation)
+
+
+def tpu_worker_group(
+    pool: SlicePoolConfig,
+    shape: SliceShape,
+    tier: CapacityTier,
+    replicas: int,
+    max_replicas: int,
+    ray: RayConfig,
+    group_name: str,
+    image: images.ImageRef | None = None,
+) -> dict[str, Any]:
+    chips = str(shape.chips_per_host)
+    selector, affinity = _tier_placement(tier)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": KSA_NAME,
+        "nodeSelector": {
+            labels.GKE_TPU_ACCELERATOR: shape.gke_accelerator,
+            labels.GKE_TPU_TOPOLOGY: shape.topology,
+            labels.COMPUTE_CLASS: pool.compute_class,
+            **selector,
+        },
+        "tolerations": [
+            {"key": labels.COMPUTE_CLASS, "operator": "Equal", "value": pool.compute_class, "effect": "NoSchedule"},
+            {"key": labels.TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+        ],
+        "containers": [
+            {
+                "name": "ray-worker",
+                "image": image.image if image else ray.tpu_image,
+                "resources": {
+                    "requests": {labels.TPU_RESOURCE: chips, "cpu": "8", "memory": "32Gi"},
+                    "limits": {labels.TPU_RESOURCE: chips, "memory": "32Gi"},
+                },
+                "env": [{"name": "JAX_PLATFORMS", "value": "tpu,cpu"}],
+                # MXLA (multi-slice DCN) traffic stays on the pod network.
+                "ports": [{"containerPort": MEGASCALE_PORT, "name": "mxla"}],
+            }
+        ],
+    }
+    if affinity:
+        pod_spec["affinity"] = {"nodeAffinity": affinity}
+    if toleration := capacity.toleration(tier.kind):
+        pod_spec["tolerations"].append(toleration)
+    return {
+        "groupName": group_name,
+        # One replica is one slice: KubeRay creates and deletes its numOfHosts pods together.
+        "replicas": replicas,
+        "minReplicas": 0,
+        "maxReplicas": max_replicas,
+        "numOfHosts": shape.hosts,
+        # Ray node labels: what label-selector fallback chains (ray_apps.slices) match on.
+        "labels": {
+            labels.MARKET_TYPE: tier.market_type,
+            labels.CAPACITY_TIER: tier.kind.key,
+            labels.SLICE_POOL: pool.name,
+            labels.GENERATION: shape.generation,
+        },
+        "rayStartParams": {},
+        "template": _template(pod_spec, image),
+    }
+
+
+def _template(pod_spec: dict[str, Any], image: images.ImageRef | None) -> dict[str, Any]:
+    if image is None or not image.built:
+        return {"spec": pod_spec}
+    # A built image names no Ray version; its pinned -tpu base does (policies read it here).
+    return {"metadata": {"annotations": {labels.BASE_IMAGE: image.base}}, "spec": pod_spec}
+
+
+def tpu_worker_groups(
+    pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, image: images.ImageRef | None = None
+) -> list[dict[str, Any]]:
+    """One group per capacity tier of the chain, then per fallback shape and tier.
+
+    The first group starts with `slices` replicas; the others start empty and are what
+    the Ray autoscaler scales when a label-selector fallback asks for them."""
+    groups = []
+    for index, tier in enumerate(pool.capacity):
+        groups.append(
+            tpu_worker_group(
+                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.key}", image
+            )
+        )
+    for fallback in pool.fallback:
+        shape = catalog.lookup(fallback.generation, fallback.topology)
+        for tier in fallback.capacity:
+            groups.append(
+                tpu_worker_group(pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.key}", image)
+            )
+    return groups
+
+
+def head_group(ray: RayConfig, image: images.ImageRef | None = None) -> dict[str, Any]:
+    group: dict[str, Any] = {
+        # num-cpus 0: no task or actor is ever scheduled on the head.
+        "rayStartParams": {"num-cpus": "0"},
+        "serviceType": "ClusterIP",
+        "template": {
+            "spec": {
+                "serviceAccountName": KSA_NAME,
+                "nodeSelector": {labels.SYSTEM_POOL: "ray-system"},
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": image.image if image else ray.tpu_image,
+                        "resources": {
+                            "requests": {"cpu": "2", "memory": "8Gi"},
+                            "limits": {"memory": "8Gi"},
+                        },
+                        "ports": [
+                            {"containerPort": 6379, "name": "gcs"},
+                            {"containerPort": 8265, "name": "dashboard"},
+                            {"containerPort": 10001, "name": "client"},
+                            {"containerPort": 8000, "name": "serve"},
+                        ],
+                    }
+                ],
+            }
+        },
+    }
+    group["template"] = _template(group["template"]["spec"], image)
+    return group
+
+
+def ray_cluster_spec(
+    pool: SlicePoolConfig,
+    slices: int,
+    ray: RayConfig,
+    role: str,
+    object_name: str,
+    image: images.ImageRef | None = None,
+) -> dict[str, Any]:
+    groups = tpu_worker_groups(pool, slices, ray, role, image)
+    head = head_group(ray, image)
+    # Pod Security `restricted` and the labels NetworkPolicies select on (pod_security.py, network.py);
+    # Ray's otherwise random ports are pinned so that a NetworkPolicy can name them (tpuray/ray_ports.py).
+    pod_security.harden_template(head["template"], object_name, "head")
+    head["rayStartParams"].update(PINNED_START_PARAMS)
+    for group in groups:
+        pod_security.harden_template(group["template"], object_name, "worker")
+        group["rayStartParams"].update(PINNED_START_PARAMS)
+    spec: dict[str, Any] = {
+        "rayVersion": ray.version,
+        "authOptions": {"mode": "token"},
+        "enableInTreeAutoscaling": len(groups) > 1,
+        "headGroupSpec": head,
+        "workerGroupSpecs": groups,
+    }
+    if len(groups) > 1:
+        # Autoscaler v2 scales worker groups by the label selectors of pending demand. KubeRay
+        # injects its sidecar into the head pod with this securityContext.
+        spec["autoscalerOptions"] = {
+            "version": "v2",
+            "idleTimeoutSeconds": 600,
+            "upscalingMode": "Default",
+            "securityContext": pod_security.container_security_context(),
+        }
+    return spec
