@@ -4,6 +4,7 @@ Reads what the benchmark scripts wrote (defaults: their /tmp paths) and reports 
 figures; a missing file is reported as not measured, never filled in. Usage:
     .venv/bin/python benchmarks/report.py [--slices /tmp/tpuray-bench-slices.json]
         [--recovery /tmp/tpuray-bench-recovery.json] [--data-feed /tmp/tpuray-bench-data-feed.json]
+        [--demo /tmp/tpuray-bench-demo.json] [--only demo]
         [--md docs/benchmarks.md] [--png docs/benchmarks.png]
 """
 
@@ -171,6 +172,62 @@ def data_feed_section(d: dict[str, Any] | None, path: str) -> list[str]:
     return lines
 
 
+DEMO_HEADING = "## `make demo` phase by phase (`benchmarks/bench_demo.py`)"
+
+
+def demo_section(d: dict[str, Any] | None, path: str) -> list[str]:
+    lines = [DEMO_HEADING, ""]
+    labels = [k for k in ("before", "after") if d and (d.get(k) or {}).get("best")]
+    if d is None or not labels:
+        return [*lines, f"Not measured (no `{path}` with a successful run).", ""]
+    best = {k: d[k]["best"] for k in labels}
+    runs = "; ".join(
+        f"{k}: commit {d[k]['commit']}, {d[k]['measured_at']}, best of {len(d[k]['runs'])} run(s) ("
+        + ", ".join(f"{r['wall_s']} s at load {r['load_1min_before']}" for r in d[k]["runs"] if r["ok"])
+        + ")"
+        for k in labels
+    )
+    lines += [
+        f"`tpuray demo {d[labels[-1]]['stack']}` from start to end, the whole command's wall time, on a shared "
+        f"{d.get('machine', {}).get('cpus')}-core machine; the 1-minute load average (`uptime`) when each run "
+        f"started is beside it, as other engineers' jobs ran at the same time. {runs}.",
+        "",
+    ]
+    phases = list(dict.fromkeys(p for k in labels for p in best[k]["phases_s"]))
+    rows = [[p, *(best[k]["phases_s"].get(p, "-") for k in labels)] for p in phases]
+    rows.append(["**whole command (wall)**", *(f"**{best[k]['wall_s']}**" for k in labels)])
+    rows.append(["emulated TPU hosts", *(best[k].get("hosts") or "-" for k in labels)])
+    rows.append(["load average at start", *(best[k]["load_1min_before"] for k in labels)])
+    lines += _table(["phase (s)", *labels], rows)
+    last = best[labels[-1]]
+    for key, what in (("train_milestones_s", "training job"), ("serve_milestones_s", "Serve deploy")):
+        marks = last.get(key) or {}
+        if not marks:
+            continue
+        lines += ["", f"{labels[-1]}: the {what}, seconds after it was submitted (each step's share is the gap):", ""]
+        prev = 0.0
+        table_rows = []
+        for name, at in marks.items():
+            table_rows.append([name, at, round(at - prev, 2)])
+            prev = at
+        lines += _table(["milestone", "at s", "took s"], table_rows)
+    return [*lines, ""]
+
+
+def replace_section(document: str, heading: str, section: list[str]) -> str:
+    """The document with the `## ` section starting at heading replaced (or appended)."""
+    out, lines, i = [], document.splitlines(), 0
+    while i < len(lines) and lines[i] != heading:
+        out.append(lines[i])
+        i += 1
+    j = i + 1
+    while j < len(lines) and not lines[j].startswith("## "):
+        j += 1
+    rest = lines[j:] if i < len(lines) else []
+    body = [*out, *([""] if out and out[-1] != "" else []), *section, *rest]
+    return "\n".join(body).rstrip() + "\n"
+
+
 def plot(
     slices: dict[str, Any] | None, recovery: dict[str, Any] | None, feed: dict[str, Any] | None, png: Path
 ) -> None:
@@ -231,9 +288,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slices", default="/tmp/tpuray-bench-slices.json")
     ap.add_argument("--recovery", default="/tmp/tpuray-bench-recovery.json")
     ap.add_argument("--data-feed", default="/tmp/tpuray-bench-data-feed.json")
+    ap.add_argument("--demo", default="/tmp/tpuray-bench-demo.json")
+    ap.add_argument(
+        "--only",
+        choices=("demo",),
+        default=None,
+        help="rewrite only this section of the existing document, leaving the others as they are",
+    )
     ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
     ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
     args = ap.parse_args(argv)
+    demo = _load(args.demo)
+    if args.only == "demo":
+        md = Path(args.md)
+        md.write_text(replace_section(md.read_text(), DEMO_HEADING, demo_section(demo, args.demo)))
+        print(f"wrote the demo section of {md}")
+        return 0
     slices, recovery, feed = _load(args.slices), _load(args.recovery), _load(args.data_feed)
     machine = next((d["machine"] for d in (slices, recovery, feed) if d and "machine" in d), {})
     png = Path(args.png)
@@ -245,14 +315,15 @@ def main(argv: list[str] | None = None) -> int:
         "emulated raylets on 127.0.0.1 (`tpuray.emulator`), JAX runs on CPU. Absolute times are those of a "
         "small, shared machine; the comparisons inside each table were measured side by side in one run.",
         "",
-        "Regenerate: run the three scripts in `benchmarks/` (each writes JSON under /tmp and prints it), then "
-        "`python benchmarks/report.py`.",
+        "Regenerate: run the scripts in `benchmarks/` (each writes JSON under /tmp and prints it), then "
+        "`python benchmarks/report.py` (`--only demo` rewrites the demo's section alone).",
         "",
         f"![benchmarks]({os.path.relpath(png, Path(args.md).parent)})",
         "",
         *slices_section(slices, args.slices),
         *recovery_section(recovery, args.recovery),
         *data_feed_section(feed, args.data_feed),
+        *demo_section(demo, args.demo),
     ]
     Path(args.md).write_text("\n".join(lines).rstrip() + "\n")
     plot(slices, recovery, feed, png)

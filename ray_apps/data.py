@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
 
 Format = Literal["parquet", "jsonl"]
 FORMATS: tuple[str, ...] = ("parquet", "jsonl")
+FOOTER_READERS_ENV = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"
+FOOTER_READERS_MAX = 32  # Ray Data 2.60's default pool size
+FOOTER_BATCH_FILES = 10  # files per footer-reading call (RAY_DATA_PARQUET_FOOTER_BATCH_SIZE's default)
+CACHE_EXPANSION = 8  # in-memory bytes per stored byte assumed for compressed Parquet/JSONL
+CACHE_SHARE = 0.5  # the share of the cluster's object store a cached data set may take
 
 
 def write_synthetic(uri: str, rows: int, fmt: Format = "parquet", seed: int = 0, files: int = 4) -> list[str]:
@@ -69,13 +75,18 @@ def write_synthetic(uri: str, rows: int, fmt: Format = "parquet", seed: int = 0,
     return written
 
 
-def detect_format(uri: str) -> Format:
-    """The format of the files under uri (by extension), so readers need not be told."""
+def list_files(uri: str) -> list[str]:
+    """The paths of the files under uri (recursively)."""
     fs, root = filesystem(uri)
     import pyarrow.fs as pafs
 
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    names = [i.path for i in infos if i.type == pafs.FileType.File]
+    return [i.path for i in infos if i.type == pafs.FileType.File]
+
+
+def detect_format(uri: str) -> Format:
+    """The format of the files under uri (by extension), so readers need not be told."""
+    names = list_files(uri)
     if any(n.endswith(".parquet") for n in names):
         return "parquet"
     if any(n.endswith((".jsonl", ".json")) for n in names):
@@ -83,12 +94,31 @@ def detect_format(uri: str) -> Format:
     raise FileNotFoundError(f"no .parquet or .jsonl files under {uri}")
 
 
+def footer_readers(files: int) -> int:
+    """Footer-reading actors for listing `files` Parquet files: one per batch of
+    FOOTER_BATCH_FILES, at most Ray Data's own default of FOOTER_READERS_MAX."""
+    return max(1, min(FOOTER_READERS_MAX, -(-files // FOOTER_BATCH_FILES)))
+
+
 def read_raw(uri: str, fmt: Format | None = None) -> ray.data.Dataset:
+    """Ray Data 2.60 lists Parquet files by reading their footers on a pool of actors of a
+    fixed size, 32 by default, whatever the number of files (ray/data/_internal/
+    datasource_v2/formats/parquet/footer_file_indexer.py, RAY_DATA_PARQUET_FOOTER_NUM_ACTORS):
+    32 Python processes to read the footers of 4 files. The pool is sized to the files
+    instead, unless the environment already sets it. The indexer reads the variable when
+    read_parquet builds it, in this process."""
     import ray.data
 
     fmt = fmt or detect_format(uri)
     if fmt == "parquet":
-        return ray.data.read_parquet(uri, file_extensions=["parquet"])
+        saved = os.environ.get(FOOTER_READERS_ENV)
+        if saved is None:
+            os.environ[FOOTER_READERS_ENV] = str(footer_readers(len(list_files(uri))))
+        try:
+            return ray.data.read_parquet(uri, file_extensions=["parquet"])
+        finally:
+            if saved is None:
+                os.environ.pop(FOOTER_READERS_ENV, None)
     return ray.data.read_json(uri, lines=True, file_extensions=["jsonl", "json"])
 
 
@@ -117,14 +147,49 @@ def prepare(raw: ray.data.Dataset, stats: features.FeatureStats) -> ray.data.Dat
     return raw.map_batches(features.to_model_batch, fn_kwargs={"stats": stats.to_dict()}, batch_format="numpy")
 
 
+def input_bytes(uri: str) -> int:
+    """Bytes of the files under uri, from the listing (nothing is read)."""
+    import pyarrow.fs as pafs
+
+    fs, root = filesystem(uri)
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    return sum(i.size or 0 for i in infos if i.type == pafs.FileType.File)
+
+
+def fits_in_object_store(uri: str, object_store_bytes: float) -> bool:
+    """Whether caching uri's data set in the object store is safe: its files, expanded
+    CACHE_EXPANSION times (columnar compression), within CACHE_SHARE of the store."""
+    return input_bytes(uri) * CACHE_EXPANSION <= object_store_bytes * CACHE_SHARE
+
+
 def build_dataset(
-    uri: str, fmt: Format | None = None, stats: features.FeatureStats | None = None
+    uri: str,
+    fmt: Format | None = None,
+    stats: features.FeatureStats | None = None,
+    cache: bool | None = None,
 ) -> tuple[ray.data.Dataset, features.FeatureStats]:
-    """The training dataset and the stats it is normalised with (fitted unless given)."""
+    """The training dataset and the stats it is normalised with (fitted unless given).
+
+    A Dataset is lazy: every consumer re-runs its whole pipeline, and Ray Train consumes it
+    once per epoch (streaming_split), plus once here for the stats. With `cache` the raw
+    rows are read once and the prepared batches computed once, materialized in the object
+    store, as Ray Train's data guide recommends for a preprocessed data set that fits there
+    (docs.ray.io/en/latest/train/user-guides/data-loading-preprocessing.html, "Caching the
+    preprocessed dataset"); every epoch then streams those blocks to the workers through the
+    same streaming_split and iter_jax_batches. `cache=None` decides by size against the
+    cluster's object store (fits_in_object_store); a larger data set streams from storage
+    every epoch."""
     raw = read_raw(uri, fmt)
+    if cache is None:
+        import ray
+
+        cache = fits_in_object_store(uri, float(ray.cluster_resources().get("object_store_memory", 0)))
+    if cache:
+        raw = raw.materialize()
     if stats is None:
         stats = fit_stats(raw)
-    return prepare(raw, stats), stats
+    ds = prepare(raw, stats)
+    return (ds.materialize() if cache else ds), stats
 
 
 def iterate(source: Any, batch_size: int, numpy: bool = False, drop_last: bool = True) -> Iterator[dict[str, Any]]:
@@ -190,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = write_synthetic(args.data_uri, args.generate_rows, fmt, seed=args.seed, files=args.files)
         print(f"wrote {args.generate_rows} rows in {len(paths)} {fmt} files under {args.data_uri}")
     ensure_ray(args.address)
-    ds, stats = build_dataset(args.data_uri, fmt)
+    ds, stats = build_dataset(args.data_uri, fmt, cache=False)  # one pass: nothing to reuse
     print(f"stats: {json.dumps(stats.to_dict())}")
     result = bench(iterate(ds, args.batch_size, numpy=args.numpy), "numpy" if args.numpy else "jax")
     print(

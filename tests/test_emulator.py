@@ -83,6 +83,28 @@ def test_plan_too_small_is_a_clear_error() -> None:
         emulator.plan_slices(mocked("dev"), max_hosts=3)
 
 
+def test_plan_without_fallbacks_emulates_only_the_slices_each_group_starts_with() -> None:
+    plan = emulator.plan_slices(mocked("dev"), max_hosts=100, start_only=True)
+    # dev: train on v6e 4x4 and serve on v6e 2x2, spot first; the on-demand tiers start at 0 replicas.
+    assert [(s.name, s.topology, s.hosts, s.market_type) for s in plan.slices] == [
+        ("train-spot-0", "4x4", 4, "spot"),
+        ("serve-spot-0", "2x2", 1, "spot"),
+    ]
+    assert plan.hosts == 5 and plan.notes == ()
+
+
+def test_emulated_hosts_unpack_runtime_envs_in_folders_of_their_own() -> None:
+    # One folder per host, as one disk per GKE pod: a shared folder let one host's re-unpack
+    # of a working_dir delete it under another host's starting worker.
+    assert emulator.RUNTIME_ENV_DIR == "runtime_resources"
+    assert emulator.runtime_env_dir_name(None) == "runtime_resources/head"
+    spec = emulator.SliceSpec.from_shape("train-spot-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
+    assert [emulator.runtime_env_dir_name(spec, w) for w in range(2)] == [
+        "runtime_resources/train-spot-0-0",
+        "runtime_resources/train-spot-0-1",
+    ]
+
+
 def test_default_max_hosts_is_positive() -> None:
     assert emulator.default_max_hosts() >= 1
 

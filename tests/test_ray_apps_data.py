@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -95,3 +96,45 @@ def test_detect_format_fails_clearly_on_an_empty_directory(tmp_path: Path) -> No
 def test_data_cli_requires_a_data_uri() -> None:
     with pytest.raises(SystemExit):
         data.parse_args([])
+
+
+def test_a_data_set_is_cached_when_eight_times_its_files_fit_in_half_the_object_store(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "part-00000.parquet").write_bytes(b"x" * 1000)
+    (d / "part-00001.parquet").write_bytes(b"x" * 500)
+    assert data.input_bytes(str(d)) == 1500
+    assert data.fits_in_object_store(str(d), object_store_bytes=24_000)  # 8 x 1500 = half of 24 000
+    assert not data.fits_in_object_store(str(d), object_store_bytes=23_999)
+
+
+def test_parquet_footers_are_read_by_one_actor_per_ten_files_at_most_ray_datas_32() -> None:
+    # Ray Data 2.60 would start 32 footer-reading actors (Python processes) for any read.
+    assert [data.footer_readers(n) for n in (1, 4, 10, 11, 95, 320, 5000)] == [1, 1, 1, 2, 10, 32, 32]
+
+
+def test_read_raw_sizes_ray_datas_footer_reader_pool_to_the_files_only_while_it_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray.data
+
+    seen: list[str | None] = []
+    monkeypatch.delenv("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", raising=False)
+    monkeypatch.setattr(ray.data, "read_parquet", lambda *a, **k: seen.append(os.environ.get(data.FOOTER_READERS_ENV)))
+    data.write_synthetic(str(tmp_path / "d"), rows=100, fmt="parquet", files=4)
+    data.read_raw(str(tmp_path / "d"))
+    assert seen == ["1"]
+    assert "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS" not in os.environ
+
+
+def test_read_raw_leaves_a_footer_reader_pool_size_set_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray.data
+
+    seen: list[str | None] = []
+    monkeypatch.setenv("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", "8")
+    monkeypatch.setattr(ray.data, "read_parquet", lambda *a, **k: seen.append(os.environ.get(data.FOOTER_READERS_ENV)))
+    data.write_synthetic(str(tmp_path / "d"), rows=100, fmt="parquet", files=4)
+    data.read_raw(str(tmp_path / "d"))
+    assert seen == ["8"] and os.environ["RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"] == "8"

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,14 @@ HOST_OBJECT_STORE_BYTES = 100 * 2**20
 HEAD_OBJECT_STORE_BYTES = 200 * 2**20
 HOST_CPUS = 2  # logical: room for one Train worker plus a Data task per host
 
+# Ray's runtime_env agent of each node downloads and unpacks working_dirs under
+# <session>/<runtime_env_dir_name>, and re-creates an existing one (rmtree, then unzip:
+# working_dir.py create(..., overwrite=True)) the first time its node needs it. On GKE
+# every host is a pod with its own filesystem. Here every node shares the session folder,
+# so with Ray's one default name a host re-unpacking the bundle deleted the folder under
+# another host's starting worker ("cd .../working_dir_files/gs_...: No such file").
+# Each emulated host gets its own folder, as each pod has its own disk.
+RUNTIME_ENV_DIR = "runtime_resources"
 
 # Environment every emulated node gets. RAY_AUTH_MODE is explicit: Ray 2.60 turns token
 # auth on after any ray.init() that starts a local cluster, after which nodes without
@@ -62,6 +70,12 @@ BASE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "JAX_PLATFORMS": "cpu",
     "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+    # Worker processes start when a task or actor needs one, not ahead of time: every
+    # emulated host shares this machine's few cores, where each prestarted Python worker
+    # (about 1-2 CPU-seconds to start) competes with the work itself. On GKE a TPU host has
+    # its own dozens of vCPUs. Ray's own settings (src/ray/common/ray_config_def.h).
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
 }
 # With `delivery` (what `tpuray local up` starts): hosts import ray_apps only from the
 # runtime_env working_dir, as from the ray-tpu image (tpuray/image_site/sitecustomize.py).
@@ -189,6 +203,7 @@ class TpuGroup:
     max_slices: int  # maxReplicas: fallback groups start empty but may be scaled up
     market_type: str
     tier: str
+    start_slices: int = 1  # replicas: the slices KubeRay creates at start (0 for a fallback tier)
 
 
 def tpu_groups(run: StackRun) -> list[TpuGroup]:
@@ -216,21 +231,28 @@ def tpu_groups(run: StackRun) -> list[TpuGroup]:
                     max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
                     market_type=group_labels.get(labels.MARKET_TYPE, "on-demand"),
                     tier=group_labels.get(labels.CAPACITY_TIER, ""),
+                    start_slices=int(group.get("replicas", 1)),
                 )
             )
     return groups
 
 
-def plan_slices(run: StackRun, max_hosts: int | None = None) -> Plan:
+def plan_slices(run: StackRun, max_hosts: int | None = None, start_only: bool = False) -> Plan:
     """The slices to emulate for a stack's rendered worker groups, reduced to fit `max_hosts`.
 
     Every group gets its maxReplicas slices, so fallback tiers exist to fall back to.
+    With `start_only`, every group gets its `replicas` instead: the slices KubeRay creates
+    when the object is applied, without the fallback tiers (replicas 0) that only a
+    fallback would scale up. That is what a run that needs no fallback uses (`tpuray demo`).
     Reduction order keeps what matters for scheduling as long as possible: first fewer
     slices per group (down to one), then a smaller topology of the same generation
     (preferring one that is still multi-host). Every group keeps at least one slice."""
     groups = tpu_groups(run)
+    if start_only:
+        groups = [replace(g, max_slices=g.start_slices) for g in groups if g.start_slices > 0]
     if not groups:
-        raise EmulatorError(f"stack {run.stack!r} renders no TPU worker group: nothing to emulate")
+        what = "no TPU worker group that starts with a slice (replicas > 0)" if start_only else "no TPU worker group"
+        raise EmulatorError(f"stack {run.stack!r} renders {what}: nothing to emulate")
     limit = default_max_hosts() if max_hosts is None else max_hosts
     if limit < len(groups):
         raise EmulatorError(
@@ -274,6 +296,11 @@ def plan_slices(run: StackRun, max_hosts: int | None = None) -> Plan:
 
 def _hosts(n: int) -> str:
     return f"{n} host" + ("" if n == 1 else "s")
+
+
+def runtime_env_dir_name(spec: SliceSpec | None, worker: int = 0) -> str:
+    """The node's runtime_env folder under Ray's session folder (RUNTIME_ENV_DIR/<host>)."""
+    return f"{RUNTIME_ENV_DIR}/{'head' if spec is None else f'{spec.name}-{worker}'}"
 
 
 def plan_for(slices: Sequence[SliceSpec]) -> Plan:
@@ -591,6 +618,7 @@ class EmulatedCluster:
             head = cluster.add_node(
                 num_cpus=host_cpus,
                 gcs_server_port=gcs_port,
+                runtime_env_dir_name=runtime_env_dir_name(None),
                 include_dashboard=dashboard,
                 dashboard_port=_free_port(),
                 dashboard_host="127.0.0.1",
@@ -612,6 +640,7 @@ class EmulatedCluster:
                         node = cluster.add_node(
                             wait=False,
                             num_cpus=host_cpus,
+                            runtime_env_dir_name=runtime_env_dir_name(spec, worker),
                             resources={"TPU": spec.chips_per_host},
                             labels={**spec.host_labels(), labels.EMULATOR_ROLE: "tpu-host"},
                             object_store_memory=HOST_OBJECT_STORE_BYTES,

@@ -42,6 +42,15 @@ if TYPE_CHECKING:
     from tpuray.emulator import EmulatedCluster
 
 LOSS_LINE = re.compile(r"\bstep (\d+) loss ([0-9.eE+-]+)")  # ray_apps.train progress lines
+# Milestones of a training job, in the order they happen, each the first line that matches:
+# what `tpuray demo` and benchmarks/bench_demo.py report as the job's phases.
+TRAIN_MILESTONES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("bundle fetched, driver started", re.compile(r"^Running entrypoint for job ")),
+    ("driver connected to Ray", re.compile(r"Connected to Ray cluster")),
+    ("data set ready, gang placed", re.compile(r"tpuray slice guard: start 1 ")),
+    ("workers up, JAX distributed initialised", re.compile(r"\[rank0\] attempt 1: ")),
+    ("first checkpoint", LOSS_LINE),
+)
 # POST /predict body (docs/apps.md): raw rows of sqft, rooms, age_years, distance_km, income_k.
 SAMPLE_REQUEST: dict[str, Any] = {"instances": [[1450.0, 3.0, 12.0, 8.5, 95.0], [2600.0, 5.0, 3.0, 22.0, 160.0]]}
 
@@ -249,12 +258,17 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
 
     losses: dict[int, float] = {}
     missing_import = False
+    t0 = time.monotonic()
+    milestones: dict[str, float] = {}
 
     async def stream() -> None:
         nonlocal missing_import
         async for chunk in client.tail_job_logs(job_id):
             for line in chunk.splitlines():
                 missing_import = missing_import or MISSING_IMPORT in line
+                for name, pattern in TRAIN_MILESTONES:
+                    if name not in milestones and pattern.search(line):
+                        milestones[name] = round(time.monotonic() - t0, 2)
                 if line.startswith(RESULT_PREFIX):
                     result.update(json.loads(line[len(RESULT_PREFIX) :]))
                 elif match := LOSS_LINE.search(line):
@@ -275,6 +289,8 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
         raise UserError(f"job {job_id} ended {status.value}{hint}: {info.message}", code=1)
     if losses:
         result["loss_by_step"] = dict(sorted(losses.items()))
+    # Seconds after submission; "job ended" once the logs stopped and the status was read.
+    result["milestones"] = {**milestones, "job ended": round(time.monotonic() - t0, 2)}
     return result
 
 
@@ -350,7 +366,10 @@ def run_serve(
         deliver(cluster, app.setdefault("runtime_env", {}), rewrites, bundle_zip)
     _print_rewrites(console, "serve", rewrites)
     base = cluster.state.dashboard_url
+    t0 = time.monotonic()
+    milestones: dict[str, float] = {}
     _http("PUT", f"{base}/api/serve/applications/", config)
+    milestones["config accepted"] = round(time.monotonic() - t0, 2)
     console.print(f"[bold]deployed[/] serveConfigV2 through {base}/api/serve/applications/")
     for app in config["applications"]:
         console.print(f"{app['name']}: working_dir {app['runtime_env']['working_dir']} (GCS emulator)")
@@ -371,17 +390,19 @@ def run_serve(
             hint = _import_hint(message, config["applications"][0].get("runtime_env", {}).get("working_dir"))
             raise UserError(f"Serve application {failed[0]!r} failed to deploy{hint}: {message}", code=1)
         if all(s == "RUNNING" for s in statuses.values()):
+            milestones["applications RUNNING"] = round(time.monotonic() - t0, 2)
             break
         if time.monotonic() > deadline:
             raise UserError(f"Serve applications not RUNNING after {timeout_s:.0f} s (--timeout): {line}", code=1)
-        time.sleep(1.0)
+        time.sleep(0.5)
     endpoint = f"http://127.0.0.1:{http_port}"
     health = _http("GET", f"{endpoint}/healthz")
     console.print(f"GET {endpoint}/healthz -> {json.dumps(health)}")
     body = request if request is not None else SAMPLE_REQUEST
     answer = _http("POST", f"{endpoint}/predict", body)
     console.print(f"POST {endpoint}/predict {json.dumps(body)} -> {json.dumps(answer)}")
-    return {"health": health, "request": body, "response": answer}
+    milestones["answered"] = round(time.monotonic() - t0, 2)
+    return {"health": health, "request": body, "response": answer, "milestones": milestones}
 
 
 def _print_rewrites(console: Console, what: str, rewrites: list[str]) -> None:

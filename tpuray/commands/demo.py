@@ -14,6 +14,8 @@ one live line per phase. `--verbose` streams the raw logs instead.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
 import time
@@ -30,6 +32,7 @@ from tpuray.errors import UserError
 
 DEMO_STEPS = 40
 OUT_DIR = Path("out/demo")
+TIMINGS_JSON = "timings.json"  # phase times and job milestones, for benchmarks/bench_demo.py
 SAMPLES = re.compile(r"samples/s ([0-9.]+)")
 
 
@@ -39,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=DEMO_STEPS, help=f"training steps (default {DEMO_STEPS})")
     p.add_argument("--out", type=Path, default=OUT_DIR, help=f"where loss.png and summary.md go (default {OUT_DIR})")
     p.add_argument("--verbose", action="store_true", help="stream Ray's raw job logs to the terminal")
+    p.add_argument(
+        "--serve-port",
+        type=int,
+        default=None,
+        help="Serve's HTTP port on 127.0.0.1 (default 8000; another one while something else holds 8000)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -115,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     phases = Phases()
     with phases.time("doctor"):
         console.print(Rule("tpuray doctor: what the demo needs"))
-        doctor.check(args.stack)  # stops here, with its advice, when a check blocks
+        doctor.check(args.stack, args.serve_port)  # stops here, with its advice, when a check blocks
     with phases.time("preview"):
         console.print(Rule(f"1/5 offline preview of stack {args.stack}"))
         code = preview.preview(args.stack)
@@ -124,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
 
     with phases.time("emulator up"):
         console.print(Rule("2/5 emulated TPU slices up"))
-        local.up(args.stack)
+        # Only the slices the stack's workloads start with: the demo never falls back to another tier.
+        local.up(args.stack, without_fallbacks=True)
     stack = run_stack(args.stack)
     cluster = emulator.EmulatedCluster.attach(emulator.state_dir_for(stack.stack))
     logs = log_path(stack.stack)
@@ -156,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(Rule("4/5 serving the trained checkpoint and querying it"))
             with phases.time("serve"), console.status("serving: deploying serveConfigV2") as status:
                 with job_console(console, log, args.verbose, status, args.steps) as out:
-                    served = localrun.run_serve(cluster, stack, out, None, timeout_s=300)
+                    served = localrun.run_serve(
+                        cluster, stack, out, None, timeout_s=300, http_port=args.serve_port or localrun.SERVE_HTTP_PORT
+                    )
             console.print(f"POST /predict {served['request']['instances']}")
             console.print(
                 f"[bold green]served[/]: predictions {served['response']['predictions']} "
@@ -182,12 +194,37 @@ def run(args: argparse.Namespace) -> int:
         phases=dict(phases.seconds),
     )
     paths = write_outputs(result, args.out)
+    timings = {
+        "stack": stack.stack,
+        "steps": args.steps,
+        "hosts": sum(s.hosts for s in cluster.slices),
+        "phases_s": {k: round(v, 2) for k, v in phases.seconds.items()},
+        "total_s": round(sum(phases.seconds.values()), 2),
+        "train_milestones_s": train.get("milestones", {}),
+        "serve_milestones_s": served.get("milestones", {}),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    (args.out / TIMINGS_JSON).write_text(json.dumps(timings, indent=2) + "\n")
     console.print(Rule("done"))
-    console.print("phase times: " + ", ".join(f"{k} {v:.0f} s" for k, v in phases.seconds.items()))
-    console.print(f"total {sum(phases.seconds.values()):.0f} s")
-    for path in paths:
+    for line in timing_lines(timings):
+        console.print(line, highlight=False)
+    for path in [*paths, args.out / TIMINGS_JSON]:
         console.print(f"wrote {path}")
     return 0
+
+
+def timing_lines(timings: dict[str, Any]) -> list[str]:
+    """The phase times, then when each milestone of the training job and the Serve deploy came."""
+    lines = ["phase times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings["phases_s"].items())]
+    for what, key in (("training job", "train_milestones_s"), ("serving", "serve_milestones_s")):
+        marks = timings.get(key) or {}
+        if marks:
+            lines.append(f"  {what}, seconds after submission: " + "; ".join(f"{k} {v:.0f}" for k, v in marks.items()))
+    lines.append(
+        f"total {timings['total_s']:.0f} s ({timings['cpus']} CPUs, load average {timings['load_average_at_end'][0]:.1f})"
+    )
+    return lines
 
 
 def _step_losses(train: dict[str, Any]) -> dict[int, float]:

@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also start Prometheus on 127.0.0.1, scraping Ray's metrics with the stack's alert rules (docs/observability.md)",
     )
+    up.add_argument(
+        "--without-fallbacks",
+        action="store_true",
+        help="emulate only the slices each worker group starts with (its replicas), not the fallback tiers "
+        "(what `tpuray demo` starts)",
+    )
     up.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     up.set_defaults(handler=run_up)
 
@@ -142,19 +148,32 @@ def _find(stack: str | None) -> emulator.EmulatedCluster:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    return up(args.stack, args.max_hosts, dashboard=args.dashboard, dry_run=args.dry_run, metrics=args.metrics)
+    return up(
+        args.stack,
+        args.max_hosts,
+        dashboard=args.dashboard,
+        dry_run=args.dry_run,
+        metrics=args.metrics,
+        without_fallbacks=args.without_fallbacks,
+    )
 
 
 def up(
-    stack_name: str, max_hosts: int | None = None, dashboard: bool = True, dry_run: bool = False, metrics: bool = False
+    stack_name: str,
+    max_hosts: int | None = None,
+    dashboard: bool = True,
+    dry_run: bool = False,
+    metrics: bool = False,
+    without_fallbacks: bool = False,
 ) -> int:
-    """Start the emulated cluster of a stack on 127.0.0.1 (`tpuray local up`)."""
+    """Start the emulated cluster of a stack on 127.0.0.1 (`tpuray local up`); `without_fallbacks`:
+    only the slices each worker group starts with (emulator.plan_slices' start_only)."""
     console = Console(highlight=False)
     stack = run_stack(stack_name)  # the rendered objects: what GKE would run
     if max_hosts is not None and max_hosts < 1:
         raise UserError(f"--max-hosts {max_hosts} is invalid; it must be at least 1")
     try:
-        plan = emulator.plan_slices(stack, max_hosts)
+        plan = emulator.plan_slices(stack, max_hosts, start_only=without_fallbacks)
     except emulator.EmulatorError as exc:
         raise UserError(str(exc)) from None
     for note in plan.notes:
@@ -168,6 +187,8 @@ def up(
             f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
             f"{s.chips_per_host} chips, market {s.market_type}"
         )
+    if without_fallbacks:
+        console.print("  (--without-fallbacks: no slice for the fallback tiers, which start with 0 replicas)")
     if metrics and not dashboard:
         raise UserError("--metrics needs the Ray dashboard (it writes Prometheus' target list); drop --no-dashboard")
     if dry_run:
