@@ -50,6 +50,7 @@ def wait_for_port(port: int, timeout_s: float) -> None:
     while True:
         with socket.socket() as s:
             try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the doctor checks it
                 s.bind(("127.0.0.1", port))
                 return
             except OSError:
@@ -77,9 +78,12 @@ def one_run(repo: Path, stack: str, timeout_s: float, serve_port: int | None) ->
             timeout=timeout_s,
         )
         wall = time.perf_counter() - t0
-        log = root / "local" / "logs" / f"{stack}-demo.log"  # the jobs' own output, kept for reading
+        # What the terminal showed and the jobs' own output, kept for reading (the last run's).
+        keep = Path(tempfile.gettempdir())
+        (keep / f"tpuray-bench-demo-{stack}-terminal.txt").write_text(proc.stdout + proc.stderr)
+        log = root / "local" / "logs" / f"{stack}-demo.log"
         if log.is_file():
-            shutil.copy(log, Path(tempfile.gettempdir()) / f"tpuray-bench-demo-{stack}-job.log")
+            shutil.copy(log, keep / f"tpuray-bench-demo-{stack}-job.log")
         timings_file = out / "timings.json"
         timings = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
         return {

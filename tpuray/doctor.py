@@ -100,6 +100,9 @@ def check_ports(serve_port: int) -> Check:
         return Check("ports", False, f"cannot bind 127.0.0.1 ({exc})", "enable the loopback interface", blocks=True)
     try:
         with socket.socket() as s:
+            # As Serve's HTTP server (uvicorn) binds: a closed connection of an earlier run,
+            # left in TIME_WAIT for a minute, does not hold the port; a listener does.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", serve_port))
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:

@@ -70,12 +70,6 @@ BASE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "JAX_PLATFORMS": "cpu",
     "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
-    # Worker processes start when a task or actor needs one, not ahead of time: every
-    # emulated host shares this machine's few cores, where each prestarted Python worker
-    # (about 1-2 CPU-seconds to start) competes with the work itself. On GKE a TPU host has
-    # its own dozens of vCPUs. Ray's own settings (src/ray/common/ray_config_def.h).
-    "RAY_enable_worker_prestart": "0",
-    "RAY_prestart_worker_first_driver": "0",
 }
 # With `delivery` (what `tpuray local up` starts): hosts import ray_apps only from the
 # runtime_env working_dir, as from the ray-tpu image (tpuray/image_site/sitecustomize.py).
