@@ -138,10 +138,16 @@ def recovered_run(cluster: EmulatedCluster, workdir: Path) -> dict[str, Any]:
         text=True,
     )
     try:
+        # Each rank records its own placement as it starts: wait for the whole gang's, or rank 0's
+        # record may not be there yet (seen in a CI run).
         first = wait_for(
-            lambda: [p for p in train.read_placements(run_uri) if p["attempt"] == 1],
+            lambda: (
+                (placed := [p for p in train.read_placements(run_uri) if p["attempt"] == 1])
+                and len(placed) == V6E.hosts
+                and placed
+            ),
             120,
-            "attempt 1 placed",
+            "attempt 1 placed on every host",
             proc,
         )
         wait_for(
