@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import shlex
 import sys
@@ -250,6 +251,8 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
     """Submit through the Ray Jobs API, stream the logs, return the TPURAY_RESULT summary."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
+    # The SDK logs each closed log stream at INFO ("WebSocket closed for job ..."): not for the terminal.
+    logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
     client = JobSubmissionClient(cluster.state.dashboard_url)
     job_id = client.submit_job(entrypoint=job.entrypoint, runtime_env=job.runtime_env)
     console.print(f"[bold]submitted[/] {job_id} to {cluster.state.dashboard_url}")
