@@ -93,8 +93,13 @@ def test_binary_authorization_skips_objects_without_a_cluster_spec_or_an_image()
     enforce(stack)
     set_images(stack, DIGEST_IMAGE)
     del make_fixtures._worker(res(stack, "train"))["template"]["spec"]["containers"][0]["image"]
-    bare = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "bare"}}
-    stack.append({"type": "kubernetes:ray.io/v1:RayCluster", "name": "bare", "inputs": bare})
+    on_existing_cluster = {  # a RayJob that runs on a RayCluster it does not declare: no cluster spec
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "adhoc"},
+        "spec": {"entrypoint": "python -m ray_apps.train", "clusterSelector": {"ray.io/cluster": "shared"}},
+    }
+    stack.append({"type": "kubernetes:ray.io/v1:RayJob", "name": "adhoc", "inputs": on_existing_cluster})
     assert "gke-binary-authorization" not in fired(stack)
 
 
