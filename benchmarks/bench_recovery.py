@@ -35,7 +35,7 @@ from results import write_results  # noqa: E402  (benchmarks/ is the script's fo
 
 from ray_apps import checkpoints, data, model, train  # noqa: E402
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec  # noqa: E402
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
 SHAPE = catalog.lookup("v6e", "4x4")
 SLICES = ["v6e-br-0", "v6e-br-1"]
@@ -58,9 +58,11 @@ def _wait(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[byte
 def trial(steps: int, checkpoint_every: int, kill_after: int, timeout_s: float) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="tpuray-bench-rec-"))
     data.write_synthetic(str(workdir / "data"), rows=SHAPE.hosts * BATCH * steps, fmt="parquet", files=4)
-    specs = [SliceSpec.from_shape(name, "v6e-spot", SHAPE, "spot") for name in SLICES]
+    specs = [SliceSpec(name, "v6e-spot", SHAPE, "spot") for name in SLICES]
     t0 = time.perf_counter()
-    emu = EmulatedCluster.start(specs, state_dir=tempfile.mkdtemp(prefix="tpbr-", dir="/tmp"), name="bench-recovery")
+    emu = EmulatedCluster.start(
+        plan_for(specs), state_dir=tempfile.mkdtemp(prefix="tpbr-", dir="/tmp"), name="bench-recovery"
+    )
     cluster_start_s = time.perf_counter() - t0
     run_uri = str(workdir / "runs" / "bench")
     log_path = workdir / "train.log"

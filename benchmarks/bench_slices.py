@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec  # noqa: E402
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
 SHAPE = catalog.lookup("v6e", "4x4")
 SLICES = ["v6e-b-0", "v6e-b-1"]
@@ -205,9 +205,11 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    specs = [SliceSpec.from_shape(name, "v6e-b", SHAPE, "spot") for name in SLICES]
+    specs = [SliceSpec(name, "v6e-b", SHAPE, "spot") for name in SLICES]
     t0 = time.perf_counter()
-    with EmulatedCluster.start(specs, state_dir=tempfile.mkdtemp(prefix="tprb-", dir="/tmp"), name="bench") as emu:
+    with EmulatedCluster.start(
+        plan_for(specs), state_dir=tempfile.mkdtemp(prefix="tprb-", dir="/tmp"), name="bench"
+    ) as emu:
         startup = time.perf_counter() - t0
         emu.connect()
         import ray
@@ -217,7 +219,7 @@ def main() -> int:
             results = {
                 "cluster": {
                     "slices": len(specs),
-                    "hosts": sum(s.hosts for s in specs),
+                    "hosts": sum(s.shape.hosts for s in specs),
                     "shape": SHAPE.key,
                     "startup_s": round(startup, 1),
                 },

@@ -56,7 +56,8 @@ def normalise(text: str) -> str:
 
 def preview_json(run: StackRun) -> str:
     """`tpuray preview STACK --json` exactly as the command prints it (resources, cost, violations)."""
-    from tpuray.commands.preview import policy_violations, preview_document
+    from tpuray.commands.preview import preview_document
+    from tpuray.policies.evaluate import check_stack as policy_violations
 
     return normalise(json.dumps(preview_document(run, policy_violations(run)), indent=2, default=str) + "\n")
 
@@ -79,8 +80,9 @@ def preview_text(run: StackRun) -> str:
 
     from rich.console import Console
 
-    from tpuray.commands.preview import policy_violations, print_delivery, print_table, print_violations
+    from tpuray.commands.preview import print_delivery, print_table, print_violations
     from tpuray.cost import cost_table, stack_cost
+    from tpuray.policies.evaluate import check_stack as policy_violations
 
     out = io.StringIO()
     console = Console(file=out, soft_wrap=False, width=200, color_system=None)

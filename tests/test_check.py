@@ -11,8 +11,8 @@ import yaml
 from conftest import STACKS, mocked
 
 from tpuray.cli import main
-from tpuray.commands.check import check
 from tpuray.policies import RULES
+from tpuray.policies.evaluate import check_manifests as check
 from tpuray.shared import shared_path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"

@@ -230,8 +230,8 @@ def _corpus() -> list[tuple[str, dict[str, Any]]]:
 
 
 def _offline_rules(obj: dict[str, Any], tmp: Path) -> set[str]:
-    from tpuray.commands.check import check
     from tpuray.config import RayConfig
+    from tpuray.policies.evaluate import check_manifests as check
 
     path = tmp / "object.yaml"
     path.write_text(yaml.safe_dump(obj))

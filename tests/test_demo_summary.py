@@ -14,8 +14,8 @@ V6E_1X1 = catalog.find("v6e", "1x1", 1)
 RESULT = DemoResult(
     stack="dev",
     slices=[
-        SliceSpec.from_shape("train-spot-0", "train", V6E_4X4, "spot", tier="spot"),
-        SliceSpec.from_shape("serve-spot-0", "serve", V6E_1X1, "spot", tier="spot"),
+        SliceSpec("train-spot-0", "train", V6E_4X4, "spot", tier="spot"),
+        SliceSpec("serve-spot-0", "serve", V6E_1X1, "spot", tier="spot"),
     ],
     losses={10: 1.2034, 20: 0.6111, 30: 0.3502, 40: 0.2407},
     placements=[

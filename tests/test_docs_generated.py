@@ -39,3 +39,25 @@ def test_the_config_key_table_has_every_key_with_type_default_and_description() 
     )
     assert "| `tpuray:workloads.train.steps` | int | 200 | >= 1 | training steps |" in table
     assert "| `tpuray:slicePools[].idleTimeoutMinutes` | int | 60 | >= 5 |" in table
+
+
+def test_every_config_key_carries_a_description_for_the_generated_reference() -> None:
+    from tpuray.config import StackConfig
+
+    schema = StackConfig.model_json_schema()
+    models = {"StackConfig": schema, **schema["$defs"]}
+    undocumented = [
+        f"{model}.{key}"
+        for model, body in models.items()
+        for key, field in body.get("properties", {}).items()
+        if not field.get("description")
+    ]
+    assert undocumented == [], "give these fields Field(description=...)"
+
+
+def test_the_serve_keys_are_described_in_the_reference() -> None:
+    table = docs.config_key_table()
+    assert (
+        "| `tpuray:workloads.serve.replicas` | int | 1 | >= 1 | Serve replicas, each on a whole slice of the pool |"
+        in (table)
+    )

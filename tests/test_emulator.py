@@ -35,14 +35,13 @@ def test_plan_emulates_every_rendered_tpu_worker_group_at_full_size() -> None:
     by_name = {s.name: s for s in plan.slices}
     for name, shape, tier in expected:
         spec = by_name[name]
-        assert (spec.hosts, spec.chips_per_host, spec.pod_type) == (shape.hosts, shape.chips_per_host, shape.pod_type)
-        assert spec.head_resource == shape.head_resource
+        assert spec.shape == shape
         assert spec.reduced_from is None
         assert (spec.market_type, spec.tier) == (tier.market_type, tier.kind.key)
 
 
 def test_host_env_is_what_the_webhook_injects() -> None:
-    spec = emulator.SliceSpec.from_shape("v6e-dev-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
+    spec = emulator.SliceSpec("v6e-dev-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
     env = spec.host_env(2)
     assert env["TPU_NAME"] == "v6e-dev-0"
     assert env["TPU_WORKER_ID"] == "2"
@@ -50,7 +49,7 @@ def test_host_env_is_what_the_webhook_injects() -> None:
     assert env["TPU_TOPOLOGY"] == "4x4"
     assert env["TPU_WORKER_HOSTNAMES"].split(",") == [f"v6e-dev-0-{w}" for w in range(4)]
     assert env["RAY_NODE_MARKET_TYPE"] == "spot"
-    single = emulator.SliceSpec.from_shape("s-0", "s", catalog.lookup("v6e", "2x2"), "on-demand")
+    single = emulator.SliceSpec("s-0", "s", catalog.lookup("v6e", "2x2"), "on-demand")
     assert "TPU_WORKER_HOSTNAMES" not in single.host_env(0)
 
 
@@ -61,7 +60,7 @@ def test_plan_reduces_slices_then_topology() -> None:
     assert plan.hosts <= full.hosts - 1
     assert plan.notes and all("to fit --max-hosts" in n for n in plan.notes)
     # Fewer slices first: every pool keeps its full topology while slices can still go.
-    assert {s.topology for s in plan.slices} == {s.topology for s in full.slices}
+    assert {s.shape.topology for s in plan.slices} == {s.shape.topology for s in full.slices}
 
     tiny = emulator.plan_slices(mocked("dev"), max_hosts=4)
     assert tiny.hosts <= 4
@@ -69,13 +68,8 @@ def test_plan_reduces_slices_then_topology() -> None:
     assert reduced
     for spec in reduced:
         # A smaller shape of the same generation, straight from the catalog.
-        shape = catalog.lookup(
-            spec.generation,
-            spec.topology,
-            f"{catalog.generation(spec.generation).machine_prefix}-{spec.chips_per_host}t",
-        )
-        assert shape.hosts == spec.hosts
-        assert catalog.lookup(spec.generation, spec.reduced_from).hosts > spec.hosts
+        assert spec.shape in catalog.all_shapes()
+        assert catalog.lookup(spec.shape.generation, spec.reduced_from).hosts > spec.shape.hosts
 
 
 def test_plan_too_small_is_a_clear_error() -> None:
@@ -86,7 +80,7 @@ def test_plan_too_small_is_a_clear_error() -> None:
 def test_plan_without_fallbacks_emulates_only_the_slices_each_group_starts_with() -> None:
     plan = emulator.plan_slices(mocked("dev"), max_hosts=100, start_only=True)
     # dev: train on v6e 4x4 and serve on v6e 2x2, spot first; the on-demand tiers start at 0 replicas.
-    assert [(s.name, s.topology, s.hosts, s.market_type) for s in plan.slices] == [
+    assert [(s.name, s.shape.topology, s.shape.hosts, s.market_type) for s in plan.slices] == [
         ("train-spot-0", "4x4", 4, "spot"),
         ("serve-spot-0", "2x2", 1, "spot"),
     ]
@@ -98,7 +92,7 @@ def test_emulated_hosts_unpack_runtime_envs_in_folders_of_their_own() -> None:
     # of a working_dir delete it under another host's starting worker.
     assert emulator.RUNTIME_ENV_DIR == "runtime_resources"
     assert emulator.runtime_env_dir_name(None) == "runtime_resources/head"
-    spec = emulator.SliceSpec.from_shape("train-spot-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
+    spec = emulator.SliceSpec("train-spot-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
     assert [emulator.runtime_env_dir_name(spec, w) for w in range(2)] == [
         "runtime_resources/train-spot-0-0",
         "runtime_resources/train-spot-0-1",
@@ -155,7 +149,7 @@ def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> No
 
     # A preempted host: its processes go, the rest of the cluster stays.
     first = cluster.slices[0]
-    killed = cluster.kill_host(first.name, first.hosts - 1)
+    killed = cluster.kill_host(first.name, first.shape.hosts - 1)
     assert killed and not any(psutil.pid_exists(p) for p in killed)
     assert cluster.is_alive()
 

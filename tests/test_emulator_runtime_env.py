@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 
 @pytest.mark.slow
@@ -27,10 +27,9 @@ def test_two_hosts_of_one_slice_run_the_same_working_dir_from_their_own_folders(
 
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "marker.txt").write_text("bundle\n")
-    spec = SliceSpec.from_shape("train-spot-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
-    two_hosts = SliceSpec(**{**spec.__dict__, "hosts": 2})  # two raylets of one slice are enough
+    two_hosts = SliceSpec("train-spot-0", "v6e-dev", catalog.lookup("v6e", "2x4", "ct6e-standard-4t"), "spot")
     state_dir = tempfile.mkdtemp(prefix="tpre-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start([two_hosts], state_dir=state_dir, name="test-runtime-env")
+    emu = EmulatedCluster.start(plan_for([two_hosts]), state_dir=state_dir, name="test-runtime-env")
     pids = emu.pids()
     try:
         emu.connect(runtime_env={"working_dir": str(tmp_path / "app")})

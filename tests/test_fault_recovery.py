@@ -30,7 +30,7 @@ import requests
 
 from ray_apps import checkpoints, data, model, serve, slices, train
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -49,9 +49,9 @@ REPO = Path(__file__).resolve().parent.parent
 def cluster() -> Iterator[EmulatedCluster]:
     import ray
 
-    specs = [SliceSpec.from_shape(name, "v6e-spot", V6E, "spot") for name in SLICES]
+    specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in SLICES]
     state_dir = tempfile.mkdtemp(prefix="tpfr-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(specs, state_dir=state_dir, name="test-fault-recovery")
+    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="test-fault-recovery")
     pids = emu.pids()
     try:
         emu.connect()

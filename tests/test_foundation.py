@@ -24,9 +24,9 @@ import yaml
 
 from infra.components.cluster import NODE_ROLES
 from tests.conftest import REPO
-from tpuray.commands.preview import policy_violations
 from tpuray.config import TerraformOutputs, load_stack
 from tpuray.mockrun import run_stack
+from tpuray.policies.evaluate import check_stack as policy_violations
 
 TF = REPO / "terraform"
 MODULE = TF / "modules" / "foundation"

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from conftest import REPO, mocked
 
-from tpuray.commands.preview import key_inputs, policy_violations
+from tpuray.commands.preview import key_inputs
 from tpuray.config import ConfigError, parse_stack_config, read_stack_file, resolve_stack_file, stacks_dir
 from tpuray.mockrun import run_stack
+from tpuray.policies.evaluate import check_stack as policy_violations
 
 CLUSTER = "gcp:container/cluster:Cluster"
 DIGEST_IMAGE = "rayproject/ray:2.60.0-py312-tpu@sha256:" + "ab" * 32

@@ -14,9 +14,9 @@ import yaml
 
 from tests.conftest import REPO, mocked
 from tpuray import images, labels
-from tpuray.commands.check import check
 from tpuray.config import ConfigError, load_stack, stacks_dir
 from tpuray.mockrun import run_stack
+from tpuray.policies.evaluate import check_manifests as check
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 DIGEST = "sha256:" + "3f" * 32

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tpuray.commands.check import check
 from tpuray.kcel import BUILTIN_MACROS, EXTENSIONS, all_rules, escape, function_names, program, rule_failures
 from tpuray.policies.core import UNKNOWN
+from tpuray.policies.evaluate import check_manifests as check
 from tpuray.schemas import schema_errors
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"

@@ -10,8 +10,6 @@ import pytest
 import yaml
 from conftest import STACKS, mocked
 
-from tpuray.commands.check import check
-from tpuray.commands.preview import policy_violations
 from tpuray.policies import RULES, RULES_BY_NAME
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,
@@ -24,6 +22,8 @@ from tpuray.policies.analyzer import (
     urn,
 )
 from tpuray.policies.core import Resource
+from tpuray.policies.evaluate import check_manifests as check
+from tpuray.policies.evaluate import check_stack as policy_violations
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"
 BAD = sorted(p.stem for p in (FIXTURES / "bad").glob("*.yaml"))

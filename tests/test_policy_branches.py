@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tpuray.commands.check import check
 from tpuray.policies import RULES_BY_NAME
 from tpuray.policies.analyzer import InProcessAnalyzer, Target, Violation, analyze, config_file, load_config_file, urn
 from tpuray.policies.core import Resource
+from tpuray.policies.evaluate import check_manifests as check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"
 BAD = sorted((FIXTURES / "bad").glob("*/*.yaml"))

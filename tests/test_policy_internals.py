@@ -12,7 +12,6 @@ import pulumi
 import pytest
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE, unknown_checking_proxy
 
-from tpuray.commands.check import check
 from tpuray.policies import RULES_BY_NAME, rules_crd
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,
@@ -23,6 +22,7 @@ from tpuray.policies.analyzer import (
     load_config_file,
 )
 from tpuray.policies.core import UNKNOWN, Resource, Unknown, plain
+from tpuray.policies.evaluate import check_manifests as check
 from tpuray.policies.kube import CLUSTER_TYPE, NODE_POOL_TYPE, RayClusterSpec, as_int, generation_of_accelerator, get
 from tpuray.policies.kube import groups as kube_groups
 from tpuray.policies.manifests import ManifestError, load

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tpuray.commands.check import check
 from tpuray.policies.analyzer import InProcessAnalyzer, Target, analyze, urn
 from tpuray.policies.core import Resource
+from tpuray.policies.evaluate import check_manifests as check
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"
 _spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")

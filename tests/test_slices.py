@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -36,10 +36,10 @@ V5E_ANY = {"ray.io/accelerator-type": V5E.ray_accelerator_type}
 def cluster() -> Iterator[EmulatedCluster]:
     import ray
 
-    specs = [SliceSpec.from_shape(name, "v6e-spot", V6E, "spot") for name in V6E_SLICES]
-    specs.append(SliceSpec.from_shape("v5e-od-0", "v5e-od", V5E, "on-demand"))
+    specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in V6E_SLICES]
+    specs.append(SliceSpec("v5e-od-0", "v5e-od", V5E, "on-demand"))
     state_dir = tempfile.mkdtemp(prefix="tprs-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(specs, state_dir=state_dir, name="test-slices")
+    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="test-slices")
     pids = emu.pids()
     try:
         emu.connect()
@@ -116,13 +116,13 @@ def test_emulated_host_labels_and_resources_match_gke(cluster: EmulatedCluster) 
     import ray
 
     nodes = [n for n in ray.nodes() if n["Alive"] and "ray.io/tpu-slice-name" in n["Labels"]]
-    assert len(nodes) == sum(s.hosts for s in cluster.slices)
+    assert len(nodes) == sum(s.shape.hosts for s in cluster.slices)
     by_slice = {s.name: s for s in cluster.slices}
     seen: dict[str, set[int]] = {}
     for node in nodes:
         labels, res = node["Labels"], node["Resources"]
         spec = by_slice[labels["ray.io/tpu-slice-name"]]
-        shape = catalog.lookup(spec.generation, spec.topology)
+        shape = spec.shape
         worker = int(labels["ray.io/tpu-worker-id"])
         seen.setdefault(spec.name, set()).add(worker)
         # What Ray derives on a GKE TPU pod of this shape.
@@ -135,7 +135,7 @@ def test_emulated_host_labels_and_resources_match_gke(cluster: EmulatedCluster) 
         assert res[spec.name] == 1  # Ray's per-slice resource named after TPU_NAME
         assert (shape.head_resource in res) == (worker == 0)
         assert node["NodeManagerAddress"] == "127.0.0.1"
-    assert seen == {s.name: set(range(s.hosts)) for s in cluster.slices}
+    assert seen == {s.name: set(range(s.shape.hosts)) for s in cluster.slices}
     assert V6E.head_resource == "TPU-v6e-16-head"
 
 

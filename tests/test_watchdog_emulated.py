@@ -28,7 +28,7 @@ import pytest
 from ray_apps import data, train
 from tpuray import catalog, localmetrics
 from tpuray.config import load_stack
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 from tpuray.observe import rules
 
 # A 4-host gang, a stall of WATCHDOG_FLOOR_S and a restart: longer than the suite's 600 s default.
@@ -52,7 +52,7 @@ def alert_config() -> Any:
 def cluster() -> Iterator[tuple[EmulatedCluster, localmetrics.PrometheusState]]:
     state_dir = tempfile.mkdtemp(prefix="tpwd-", dir="/tmp")  # short: Ray puts sockets under it
     emu = EmulatedCluster.start(
-        [SliceSpec.from_shape(SLICE, "v6e-spot", V6E, "spot")],
+        plan_for([SliceSpec(SLICE, "v6e-spot", V6E, "spot")]),
         state_dir=state_dir,
         name="test-watchdog",
         dashboard=True,  # its reporter writes the Prometheus target list

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tpuray import catalog, pricebook
+from tpuray import capacity, catalog, pricebook
 from tpuray.config import price_tiers
 
 SERVICES = ("Compute Engine", "Cloud TPU")  # display names, looked up with list_services
@@ -75,16 +75,13 @@ def generation_of(description: str) -> str | None:
 
 
 def tier_of(usage_type: str, description: str) -> str | None:
-    text = description.lower()
+    """The price key of a SKU: a commitment's, else its capacity tier's (tpuray/capacity.py rows)."""
     if usage_type == "Commit1Yr":
         return "1-year"
     if usage_type == "Commit3Yr":
         return "3-year"
-    if usage_type == "Preemptible" or "preemptible" in text or "spot" in text:
-        return "spot"
-    if "flex start" in text or "flex-start" in text or "dws" in text:
-        return "flex-start"
-    return "on-demand" if usage_type == "OnDemand" else None
+    tier = capacity.tier_of_sku(usage_type, description)
+    return None if tier is None else tier.price_key
 
 
 def unit_price(sku: Any) -> tuple[float, str] | None:

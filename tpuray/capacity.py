@@ -48,6 +48,32 @@ class Reservation(Protocol):
 
 
 @dataclass(frozen=True)
+class PriceBounds:
+    """The published bounds of a tier's rate when no price is listed for it: between
+    `low_factor` x the `low` tier's listed rate and `high_factor` x the `high` tier's."""
+
+    low: str  # a price key: a tier's, or a commitment's (tpuray.pricebook.COMMITMENTS)
+    low_factor: float
+    high: str
+    high_factor: float
+    rule: str  # the published rule, with its source, as the cost table prints it
+
+
+# https://cloud.google.com/spot-vms/pricing: Spot VMs are "up to 91% off" on-demand.
+SPOT_MAX_DISCOUNT = 0.91
+SPOT_BOUNDS = PriceBounds(
+    "on-demand", 1 - SPOT_MAX_DISCOUNT, "on-demand", 1.0,
+    "spot is 9-100% of on-demand (cloud.google.com/spot-vms/pricing: up to 91% off)",
+)  # fmt: skip
+# https://cloud.google.com/tpu/docs/consumption-options: a TPU reservation needs a committed use discount.
+RESERVATION_BOUNDS = PriceBounds(
+    "3-year", 1.0, "1-year", 1.0,
+    "a TPU reservation needs a CUD (cloud.google.com/tpu/docs/consumption-options): "
+    "between the 3-year and the 1-year commitment rate",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Tier:
     key: str  # label value, price key, TierKind value: spot | reservation | on-demand | flex-start
     config_key: str  # the stack config key: spot | reservation | onDemand | flexStart
@@ -71,6 +97,11 @@ class Tier:
     # The reservation a rendered object names, after the display name ("reservation prod-v6e").
     node_config_detail: Callable[[dict[str, Any]], str] | None = None
     priority_detail: Callable[[dict[str, Any]], str] | None = None
+    # Prices: the bounds of an unlisted rate, and how Cloud Billing names the tier's SKUs
+    # (Category.usageType, then words of the description; tpuray/billing.py).
+    price_bounds: PriceBounds | None = None
+    sku_usage_types: tuple[str, ...] = ()
+    sku_words: tuple[str, ...] = ()
 
     @property
     def price_key(self) -> str:
@@ -133,6 +164,9 @@ SPOT = Tier(
     priority=lambda _ref: {"spot": True},
     node_config_marker={"spot": True},
     priority_marker={"spot": True},
+    price_bounds=SPOT_BOUNDS,
+    sku_usage_types=("Preemptible",),
+    sku_words=("preemptible", "spot"),
 )
 RESERVATION = Tier(
     key="reservation",
@@ -148,6 +182,7 @@ RESERVATION = Tier(
     priority_marker={"reservations": {"affinity": "Specific"}},
     node_config_detail=lambda nc: ",".join((nc.get("reservationAffinity") or {}).get("values") or []),
     priority_detail=lambda p: p["reservations"]["specific"][0]["name"],
+    price_bounds=RESERVATION_BOUNDS,
 )
 ON_DEMAND = Tier(
     key="on-demand",
@@ -156,6 +191,7 @@ ON_DEMAND = Tier(
     display="on-demand",
     market_type="on-demand",
     priority=lambda _ref: {"spot": False, "reservations": {"affinity": "None"}},
+    sku_usage_types=("OnDemand",),
 )
 FLEX_START = Tier(
     key="flex-start",
@@ -174,6 +210,7 @@ FLEX_START = Tier(
     priority=lambda _ref: {"flexStart": {"enabled": True}, "capacityCheckWaitTimeSeconds": CAPACITY_CHECK_WAIT_SECONDS},
     node_config_marker={"flexStart": True},
     priority_marker={"flexStart": {}},
+    sku_words=("flex start", "flex-start", "dws"),
 )
 
 # Reading a rendered object back tries the rows in this order; the default tier comes last. Its
@@ -191,6 +228,16 @@ def by_key(key: str) -> Tier:
         if tier.key == key:
             return tier
     raise KeyError(key)
+
+
+def tier_of_sku(usage_type: str, description: str) -> Tier | None:
+    """The tier a Cloud Billing SKU prices: by its usage type or a word of its description, in
+    table order (a "Spot Preemptible" SKU is spot before anything else); None if no row claims it."""
+    text = description.lower()
+    for tier in TIERS:
+        if usage_type in tier.sku_usage_types or any(word in text for word in tier.sku_words):
+            return tier
+    return None
 
 
 def default_tier() -> Tier:

@@ -64,47 +64,83 @@ class GcpConfig(_Model):
 
 
 class CpuPoolConfig(_Model):
-    machine_type: str = Field("e2-standard-8", alias="machineType")
-    min_nodes: int = Field(1, alias="minNodes", ge=0)
-    max_nodes: int = Field(4, alias="maxNodes", ge=1)
+    """The CPU node pool for Ray heads and system pods."""
+
+    machine_type: str = Field(
+        "e2-standard-8", alias="machineType", description="machine type of the CPU node pool (Ray heads, system pods)"
+    )
+    min_nodes: int = Field(1, alias="minNodes", ge=0, description="the CPU pool's autoscaling minimum, per zone")
+    max_nodes: int = Field(4, alias="maxNodes", ge=1, description="the CPU pool's autoscaling maximum, per zone")
 
 
 class AuthorizedNetwork(_Model):
-    cidr: str
-    name: str = ""
+    """A CIDR allowed to reach the control plane."""
+
+    cidr: str = Field(description="a CIDR allowed to reach the control plane's endpoint")
+    name: str = Field("", description="a display name for the CIDR")
 
 
 class ClusterConfig(_Model):
-    name: str
-    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field("REGULAR", alias="releaseChannel")
-    network: str = "default"
-    subnetwork: str = "default"
-    master_cidr: str = Field("172.16.0.0/28", alias="masterIpv4CidrBlock")
+    """The GKE cluster."""
+
+    name: str = Field(description="the GKE cluster's name")
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(
+        "REGULAR", alias="releaseChannel", description="the GKE release channel the cluster follows"
+    )
+    network: str = Field("default", description="the VPC network (or the foundation's output, see terraform)")
+    subnetwork: str = Field("default", description="the subnetwork of the cluster's region")
+    master_cidr: str = Field(
+        "172.16.0.0/28", alias="masterIpv4CidrBlock", description="the /28 of the private control plane"
+    )
     # The IP endpoint is private unless a stack opts out; CI uses the DNS-based endpoint.
-    private_endpoint: bool = Field(True, alias="privateEndpoint")
-    master_authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list, alias="masterAuthorizedNetworks")
-    cpu_pool: CpuPoolConfig = Field(default_factory=CpuPoolConfig, alias="cpuPool")
-    deletion_protection: bool = Field(True, alias="deletionProtection")
+    private_endpoint: bool = Field(
+        True,
+        alias="privateEndpoint",
+        description="the control plane's IP endpoint is private (CI uses the DNS endpoint)",
+    )
+    master_authorized_networks: list[AuthorizedNetwork] = Field(
+        default_factory=list, alias="masterAuthorizedNetworks", description="CIDRs allowed to reach the control plane"
+    )
+    cpu_pool: CpuPoolConfig = Field(
+        default_factory=CpuPoolConfig, alias="cpuPool", description="the CPU node pool for Ray heads and system pods"
+    )
+    deletion_protection: bool = Field(
+        True, alias="deletionProtection", description="`pulumi destroy` cannot delete the cluster while set"
+    )
     # Named secondary ranges of the subnetwork for Pods and Services (VPC-native); unset,
     # GKE creates the ranges itself. The Terraform foundation declares and outputs them.
-    pods_range_name: str | None = Field(None, alias="podsRangeName", min_length=1)
-    services_range_name: str | None = Field(None, alias="servicesRangeName", min_length=1)
+    pods_range_name: str | None = Field(
+        None, alias="podsRangeName", min_length=1, description="the subnetwork's secondary range for Pods"
+    )
+    services_range_name: str | None = Field(
+        None, alias="servicesRangeName", min_length=1, description="the subnetwork's secondary range for Services"
+    )
     # Cloud KMS key for GKE application-layer secrets encryption (full resource name).
-    secrets_kms_key: str | None = Field(None, alias="secretsKmsKey")
+    secrets_kms_key: str | None = Field(
+        None, alias="secretsKmsKey", description="Cloud KMS key (full resource name) for application-layer secrets"
+    )
     # Egress of the private nodes: `cloudNat` declares a Cloud Router + Cloud NAT for the
     # cluster's region and network; `provided` means the network (e.g. the Terraform foundation)
     # already gives the nodes NAT, and nothing is declared.
-    egress: Literal["cloudNat", "provided"] = "cloudNat"
+    egress: Literal["cloudNat", "provided"] = Field(
+        "cloudNat", description="cloudNat: declare Cloud Router + NAT; provided: the network already has NAT"
+    )
     # Optional floor on the control plane's GKE version (e.g. 1.34.0-gke.2201000).
-    min_master_version: str | None = Field(None, alias="minMasterVersion")
+    min_master_version: str | None = Field(
+        None, alias="minMasterVersion", description="a floor on the control plane's GKE version"
+    )
     # Hardening (tpuray/security_config.py, docs/security.md).
-    binary_authorization: BinaryAuthorizationConfig | None = Field(None, alias="binaryAuthorization")
-    maintenance: MaintenanceConfig | None = None
+    binary_authorization: BinaryAuthorizationConfig | None = Field(
+        None, alias="binaryAuthorization", description="enforce the project's Binary Authorization policy"
+    )
+    maintenance: MaintenanceConfig | None = Field(None, description="the maintenance window and exclusions")
 
 
 class ReservationRef(_Model):
-    name: str
-    project: str | None = None
+    """A Compute Engine reservation by name (a string is shorthand for the name)."""
+
+    name: str = Field(description="the reservation's name")
+    project: str | None = Field(None, description="the project that owns a shared reservation")
 
     @classmethod
     def coerce(cls, value: Any) -> Any:
@@ -175,9 +211,11 @@ def price_tiers() -> tuple[str, ...]:
 class FallbackShape(_Model):
     """A cross-generation fallback appended to a pool's ComputeClass (v6e 4x8, then v5e 4x8)."""
 
-    generation: str
-    topology: str
-    capacity: list[CapacityTier] = Field(default_factory=lambda: [CapacityTier(onDemand=True)])
+    generation: str = Field(description="the fallback shape's TPU generation")
+    topology: str = Field(description="the fallback shape's topology")
+    capacity: list[CapacityTier] = Field(
+        default_factory=lambda: [CapacityTier(onDemand=True)], description="the fallback shape's capacity chain"
+    )
 
 
 class SlicePoolConfig(_Model):
@@ -248,35 +286,60 @@ class TrainWorkload(_Model):
 
 
 class ServeWorkload(_Model):
-    pool: str
-    backend: Literal["llm", "checkpoint"] = "llm"
-    model_id: str = Field("google/gemma-3-4b-it", alias="modelId")
-    checkpoint_uri: str | None = Field(None, alias="checkpointUri")
+    """The Ray Serve RayService (ray_apps.serve)."""
+
+    pool: str = Field(description="the slice pool its replicas run on")
+    backend: Literal["llm", "checkpoint"] = Field(
+        "llm", description="llm: a model served by Ray Serve LLM; checkpoint: the training run's checkpoints"
+    )
+    model_id: str = Field("google/gemma-3-4b-it", alias="modelId", description="llm backend: the model id")
+    checkpoint_uri: str | None = Field(
+        None, alias="checkpointUri", description="checkpoint backend: where to load from (default: the train storage)"
+    )
     # checkpoint backend: how long a replica waits for the training run's first checkpoint
     # (first deploy of a stack) before its start fails naming the URI (ray_apps.serve).
-    checkpoint_wait_seconds: int = Field(1800, alias="checkpointWaitSeconds", ge=0, le=86400)
-    replicas: int = Field(1, ge=1)
+    checkpoint_wait_seconds: int = Field(
+        1800,
+        alias="checkpointWaitSeconds",
+        ge=0,
+        le=86400,
+        description="checkpoint backend: how long a replica waits for the first checkpoint",
+    )
+    replicas: int = Field(1, ge=1, description="Serve replicas, each on a whole slice of the pool")
     # How long the Serve app may stay out of RUNNING before the stuck-deploy alert fires
     # (tpuray.observe). Not rendered into the RayService: KubeRay ignores that field since 2023.
-    service_unhealthy_seconds: int = Field(900, alias="serviceUnhealthySecondThreshold", ge=60)
-    gateway: ServeGateway | None = None  # the GKE Gateway in front of Serve (docs/security.md)
+    service_unhealthy_seconds: int = Field(
+        900,
+        alias="serviceUnhealthySecondThreshold",
+        ge=60,
+        description="the stuck-deploy alert fires when Serve stays out of RUNNING this long",
+    )
+    gateway: ServeGateway | None = Field(None, description="the GKE Gateway in front of Serve (docs/security.md)")
 
 
 class InteractiveCluster(_Model):
-    pool: str
-    slices: int = Field(1, ge=1)
+    """A long-lived RayCluster for notebooks and ad-hoc jobs."""
+
+    pool: str = Field(description="the slice pool it runs on")
+    slices: int = Field(1, ge=1, description="slices of the pool it holds")
 
 
 class WorkloadsConfig(_Model):
-    namespace: str = "ray"
+    """The Ray workloads the stack deploys (KubeRay objects)."""
+
+    namespace: str = Field("ray", description="the Kubernetes namespace of every Ray object")
     # gs://BUCKET[/PREFIX] the deploy workflow uploads `tpuray bundle` zips to; the rendered
     # working_dir is <bundleUri>/tpuray-apps-<sha256[:16]>.zip (tpuray/bundle.py).
-    bundle_uri: str = Field("gs://change-me/bundles", alias="bundleUri")
-    train: TrainWorkload | None = None
-    serve: ServeWorkload | None = None
-    interactive: InteractiveCluster | None = None
+    bundle_uri: str = Field(
+        "gs://change-me/bundles", alias="bundleUri", description="gs://BUCKET[/PREFIX] the app bundles are uploaded to"
+    )
+    train: TrainWorkload | None = Field(None, description="the training RayJob")
+    serve: ServeWorkload | None = Field(None, description="the Serve RayService")
+    interactive: InteractiveCluster | None = Field(None, description="an interactive RayCluster")
     # Who may reach the Ray dashboard / Jobs API / client port besides the namespace itself.
-    admin_cidrs: list[str] = Field(default_factory=list, alias="adminCidrs")
+    admin_cidrs: list[str] = Field(
+        default_factory=list, alias="adminCidrs", description="CIDRs allowed to the dashboard, Jobs API and client port"
+    )
 
 
 IMAGE_NAMES = ("ray-tpu", "serve-llm")  # images/<name>/Dockerfile (tpuray/images.py)
@@ -289,8 +352,8 @@ class ImagesConfig(_Model):
     declares (its output image_repository); `digests` are handed in by the deploy workflow
     after it pushed the images (config-map `tpuray:images` of `pulumi up`)."""
 
-    repository: str | None = None  # REGION-docker.pkg.dev/PROJECT/REPO
-    digests: dict[str, str] = Field(default_factory=dict)  # image name -> sha256:<64 hex>
+    repository: str | None = Field(None, description="REGION-docker.pkg.dev/PROJECT/REPO the images are pushed to")
+    digests: dict[str, str] = Field(default_factory=dict, description="image name -> sha256:<64 hex>, from the deploy")
 
 
 class TerraformOutputs(_Model):
@@ -299,26 +362,30 @@ class TerraformOutputs(_Model):
     Each field names a root output; the foundation module (terraform/modules/foundation)
     has one output per field, named like the field (tests/test_foundation.py)."""
 
-    network: str | None = None  # -> cluster.network
-    subnetwork: str | None = None  # -> cluster.subnetwork
-    pods_range_name: str | None = Field(None, alias="podsRangeName")  # -> cluster.podsRangeName
-    services_range_name: str | None = Field(None, alias="servicesRangeName")  # -> cluster.servicesRangeName
-    secrets_kms_key: str | None = Field(None, alias="secretsKmsKey")  # -> cluster.secretsKmsKey
-    image_repository: str | None = Field(None, alias="imageRepository")  # -> images.repository
+    network: str | None = Field(None, description="output for cluster.network")
+    subnetwork: str | None = Field(None, description="output for cluster.subnetwork")
+    pods_range_name: str | None = Field(None, alias="podsRangeName", description="output for cluster.podsRangeName")
+    services_range_name: str | None = Field(
+        None, alias="servicesRangeName", description="output for cluster.servicesRangeName"
+    )
+    secrets_kms_key: str | None = Field(None, alias="secretsKmsKey", description="output for cluster.secretsKmsKey")
+    image_repository: str | None = Field(None, alias="imageRepository", description="output for images.repository")
     # reservation name as written in slicePools[].capacity -> output holding the real name,
     # or OUTPUT.KEY for an entry of a map output (the foundation's `reservations`)
-    reservations: dict[str, str] = Field(default_factory=dict)
+    reservations: dict[str, str] = Field(
+        default_factory=dict, description="reservation name in slicePools -> output (or OUTPUT.KEY of a map output)"
+    )
 
 
 class TerraformConfig(_Model):
     """Read the VPC and TPU reservations from a Terraform state instead of naming them here."""
 
-    backend: Literal["gcs", "local"]
-    bucket: str | None = None  # gcs: the state bucket
-    prefix: str = ""  # gcs: the backend's prefix; the object is <prefix>/<workspace>.tfstate
-    workspace: str = "default"
-    path: str | None = None  # local: a terraform.tfstate, relative to the repository root
-    outputs: TerraformOutputs
+    backend: Literal["gcs", "local"] = Field(description="where the state is: a GCS bucket or a local file")
+    bucket: str | None = Field(None, description="gcs: the state bucket")
+    prefix: str = Field("", description="gcs: the backend's prefix; the object is <prefix>/<workspace>.tfstate")
+    workspace: str = Field("default", description="the Terraform workspace")
+    path: str | None = Field(None, description="local: a terraform.tfstate, relative to the repository root")
+    outputs: TerraformOutputs = Field(description="which root outputs stand in for which stack values")
 
     @property
     def location(self) -> str:
@@ -334,28 +401,47 @@ class TerraformConfig(_Model):
 class BudgetConfig(_Model):
     """A Cloud Billing budget on the stack's labelled resources (docs/observability.md)."""
 
-    billing_account: str = Field(alias="billingAccount", pattern=r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")
-    monthly_usd: float = Field(alias="monthlyUsd", gt=0)
-    thresholds: list[float] = Field(default_factory=lambda: [0.5, 0.9, 1.0], min_length=1)
+    billing_account: str = Field(
+        alias="billingAccount",
+        pattern=r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$",
+        description="the Cloud Billing account id",
+    )
+    monthly_usd: float = Field(alias="monthlyUsd", gt=0, description="the monthly budget in USD")
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.5, 0.9, 1.0], min_length=1, description="alert at these fractions of the budget"
+    )
 
 
 class HungGangConfig(_Model):
     """When a training gang counts as hung (the alert and ray_apps.train's watchdog)."""
 
-    step_factor: float = Field(_TRAIN["watchdog_factor"], alias="stepFactor", gt=1)
-    floor_seconds: int = Field(int(_TRAIN["watchdog_floor_s"]), alias="floorSeconds", ge=30)
-    duty_cycle_percent: float = Field(1.0, alias="dutyCyclePercent", ge=0, le=100)
-    duty_cycle_minutes: int = Field(30, alias="dutyCycleMinutes", ge=5)
+    step_factor: float = Field(
+        _TRAIN["watchdog_factor"], alias="stepFactor", gt=1, description="hung after this many times the median step"
+    )
+    floor_seconds: int = Field(
+        int(_TRAIN["watchdog_floor_s"]), alias="floorSeconds", ge=30, description="never hung sooner than this"
+    )
+    duty_cycle_percent: float = Field(
+        1.0, alias="dutyCyclePercent", ge=0, le=100, description="TPU duty cycle under which a gang counts as idle"
+    )
+    duty_cycle_minutes: int = Field(
+        30, alias="dutyCycleMinutes", ge=5, description="for this long, for the duty-cycle alert"
+    )
 
 
 class ObservabilityConfig(_Model):
+    """Alerts, their notification channels and the budget (docs/observability.md)."""
+
     notification_channels: list[str] = Field(
         default_factory=list,
         alias="notificationChannels",
         max_length=5,
+        description="projects/<project>/notificationChannels/<id> the alerts go to",
     )
-    budget: BudgetConfig | None = None
-    hung_gang: HungGangConfig = Field(default_factory=HungGangConfig, alias="hungGang")
+    budget: BudgetConfig | None = Field(None, description="a Cloud Billing budget on the stack")
+    hung_gang: HungGangConfig = Field(
+        default_factory=HungGangConfig, alias="hungGang", description="when a training gang counts as hung"
+    )
 
     @field_validator("notification_channels")
     @classmethod
@@ -374,22 +460,24 @@ class ObservabilityConfig(_Model):
 
 
 class StackConfig(_Model):
-    stack: str
+    """A stack's `tpuray:` config, validated."""
+
+    stack: str = Field(description="the stack's name (from its file name, not a key)")
     environment: Literal["dev", "staging", "prod"] = Field(
         description="picks policies/policy-config.<environment>.json and the environment's defaults"
     )
-    gcp: GcpConfig
-    cluster: ClusterConfig
-    slice_pools: list[SlicePoolConfig] = Field(alias="slicePools")
-    ray: RayConfig = Field(default_factory=RayConfig)
-    workloads: WorkloadsConfig = Field(default_factory=WorkloadsConfig)
+    gcp: GcpConfig = Field(description="where the stack deploys")
+    cluster: ClusterConfig = Field(description="the GKE cluster")
+    slice_pools: list[SlicePoolConfig] = Field(alias="slicePools", description="the pools of TPU slices")
+    ray: RayConfig = Field(default_factory=RayConfig, description="the pinned Ray release")
+    workloads: WorkloadsConfig = Field(default_factory=WorkloadsConfig, description="the Ray workloads")
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="USD per chip-hour by generation and capacity tier, overriding tpuray/data/prices.yaml",
     )
-    terraform: TerraformConfig | None = None
-    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
-    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    terraform: TerraformConfig | None = Field(None, description="read VPC and reservations from a Terraform state")
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig, description="alerts and budget")
+    images: ImagesConfig = Field(default_factory=ImagesConfig, description="the images built from images/")
 
     def pool(self, name: str) -> SlicePoolConfig:
         return next(p for p in self.slice_pools if p.name == name)
@@ -706,6 +794,17 @@ def name_of_stack_file(path: Path) -> str:
     return match.group(1)
 
 
+def stack_name(stack: str) -> str:
+    """The name of a stack given as a name ("dev") or a stack file path (stacks/Pulumi.dev.yaml)."""
+    path = Path(stack)
+    return name_of_stack_file(path) if path.suffix in (".yaml", ".yml") else stack
+
+
+def stack_file_in(folder: Path, stack: str) -> Path:
+    """Where a stack's file is in a stacks folder (which need not be this checkout's)."""
+    return folder / f"Pulumi.{stack}.yaml"
+
+
 def resolve_stack_file(stack: str) -> tuple[str, Path]:
     """A stack name in stacks/ or a path to a Pulumi.<name>.yaml -> (name, path)."""
     path = Path(stack)
@@ -714,7 +813,7 @@ def resolve_stack_file(stack: str) -> tuple[str, Path]:
         if not path.is_file():
             raise ConfigError([f"stack file {str(path)!r}: not found"])
         return name, path
-    path = stacks_dir() / f"Pulumi.{stack}.yaml"
+    path = stack_file_in(stacks_dir(), stack)
     if not path.is_file():
         known = stack_names()
         raise ConfigError([f"stack {stack!r}: no stacks/Pulumi.{stack}.yaml; valid: {', '.join(known)}"])

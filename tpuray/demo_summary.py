@@ -56,9 +56,13 @@ def summary_markdown(result: DemoResult) -> str:
         "|---|---|---|---|---|",
     ]
     for s in result.slices:
-        shape = f"{s.generation} {s.topology}" + (f" (reduced from {s.reduced_from})" if s.reduced_from else "")
+        shape = f"{s.shape.generation} {s.shape.topology}" + (
+            f" (reduced from {s.reduced_from})" if s.reduced_from else ""
+        )
         used = f"training, hosts {', '.join(train[s.name])}" if s.name in train else "-"
-        lines.append(f"| {s.name} | {shape} | {s.hosts} x {s.chips_per_host} chips | {s.market_type} | {used} |")
+        lines.append(
+            f"| {s.name} | {shape} | {s.shape.hosts} x {s.shape.chips_per_host} chips | {s.market_type} | {used} |"
+        )
     steps = sorted(result.losses)
     lines += ["", "## Training", ""]
     if steps:

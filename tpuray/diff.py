@@ -25,7 +25,7 @@ from typing import Any
 
 from tpuray import cost as costmod
 from tpuray import errors
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stack_names
+from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stack_file_in, stack_names
 
 EXIT_MANDATORY = 1
 EXIT_BAD_REF = 2
@@ -137,7 +137,7 @@ def tree_stacks(tree: Path) -> list[str]:
 
 def preview_side(tree: Path, stack: str) -> Side:
     """`tpuray preview STACK --json` of the tree at `tree`, run with that tree's own code."""
-    if not (tree / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+    if not stack_file_in(tree / "stacks", stack).is_file():
         return Side(stack, exists=False)
     env = dict(os.environ, PYTHONPATH=str(tree))
     from tpuray.shared import ENV_VAR, REPO_ROOT
@@ -291,7 +291,7 @@ def side_cost(side: Side, tree: Path) -> tuple[dict[str, Any] | None, str]:
         return side.doc["cost"], ""
     # A ref older than the cost range: price its stack file with the head's model.
     try:
-        raw = read_stack_file(tree / "stacks" / f"Pulumi.{side.stack}.yaml")
+        raw = read_stack_file(stack_file_in(tree / "stacks", side.stack))
         # Cost needs only the pools; workloads an older validator let through must not block it.
         raw = {k: v for k, v in raw.items() if k in ("environment", "gcp", "cluster", "slicePools", "prices")}
         cfg = parse_stack_config(raw, side.stack)

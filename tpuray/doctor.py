@@ -5,8 +5,8 @@ Each check returns a Check: `ok`, or a one-line fix. A check that `blocks` stops
 (optional tools, the shared test data) are advice only.
 
 Figures come from their one home: memory per emulated host and the host plan from
-tpuray/emulator.py, the Serve port from tpuray/localrun.py, the state root from
-$TPURAY_LOCAL_DIR (tpuray/emulator.py), the shared data from tpuray/shared.py.
+tpuray/emulator/plan.py, the Serve port from tpuray/localrun.py, the state root from
+$TPURAY_LOCAL_DIR (tpuray/emulator/state.py), the shared data from tpuray/shared.py.
 """
 
 from __future__ import annotations

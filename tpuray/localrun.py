@@ -34,7 +34,7 @@ from rich.console import Console
 
 from ray_apps import contracts
 from ray_apps.contracts import RESULT_PREFIX
-from tpuray import bundle, catalog, labels, storage_emulator
+from tpuray import bundle, labels, storage_emulator
 from tpuray.catalog import SliceShape
 from tpuray.errors import UserError
 from tpuray.mockrun import StackRun
@@ -174,8 +174,7 @@ def emulated_shape(cluster: EmulatedCluster, manifest: dict[str, Any]) -> SliceS
             f"the emulated cluster has no slice of worker group {group['groupName']!r}; it was started for another "
             "stack or configuration: `tpuray local down` and `tpuray local up` again"
         )
-    spec = specs[0]
-    return catalog.find(spec.generation, spec.topology, spec.chips_per_host)
+    return specs[0].shape
 
 
 def _python(entrypoint: str, rewrites: list[str]) -> str:

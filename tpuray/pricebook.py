@@ -26,14 +26,10 @@ from typing import Any
 
 import yaml
 
+from tpuray import capacity
+
 PRICES_FILE = Path(__file__).resolve().parent / "data" / "prices.yaml"
 COMMITMENTS = ("1-year", "3-year")
-SPOT_MAX_DISCOUNT = 0.91  # https://cloud.google.com/spot-vms/pricing: "up to 91% off"
-SPOT_RULE = "spot is 9-100% of on-demand (cloud.google.com/spot-vms/pricing: up to 91% off)"
-RESERVATION_RULE = (
-    "a TPU reservation needs a CUD (cloud.google.com/tpu/docs/consumption-options): "
-    "between the 3-year and the 1-year commitment rate"
-)
 STALE_AFTER_DAYS = 90
 
 
@@ -114,17 +110,20 @@ def listed_price(region: str, generation: str, tier: str) -> Price:
 
 
 def published_price(region: str, generation: str, tier: str, on_demand: float | None = None) -> Price:
-    """The snapshot's figure, or for an unknown spot or reservation rate its published bounds.
-    `on_demand` (a stack's own on-demand rate) replaces the snapshot's in the spot bounds."""
+    """The snapshot's figure, or for an unknown rate the published bounds of its tier (the tier's
+    `price_bounds` in tpuray/capacity.py: spot from on-demand, a reservation from the commitments).
+    `on_demand` (a stack's own on-demand rate) replaces the snapshot's in those bounds."""
     p = listed_price(region, generation, tier)
-    if p.known:
+    bounds = next((t.price_bounds for t in capacity.TIERS if t.price_key == tier), None)
+    if p.known or bounds is None:
         return p
-    if tier == "spot":
-        od = on_demand if on_demand is not None else listed_price(region, generation, "on-demand").value
-        if od is not None:
-            return Price(None, "unknown", None, f"{p.note}; {SPOT_RULE}", od * (1 - SPOT_MAX_DISCOUNT), od)
-    if tier == "reservation":
-        one, three = (listed_price(region, generation, c).value for c in COMMITMENTS)
-        if one is not None and three is not None:
-            return Price(None, "unknown", None, f"{p.note}; {RESERVATION_RULE}", three, one)
-    return p
+
+    def rate(key: str) -> float | None:
+        if key == capacity.default_tier().price_key and on_demand is not None:
+            return on_demand
+        return listed_price(region, generation, key).value
+
+    low, high = rate(bounds.low), rate(bounds.high)
+    if low is None or high is None:
+        return p
+    return Price(None, "unknown", None, f"{p.note}; {bounds.rule}", low * bounds.low_factor, high * bounds.high_factor)

@@ -41,8 +41,8 @@ def _utc(value: str) -> datetime:
 class _Period(_Model):
     """RFC 3339 UTC start and end times, as GKE's maintenance policy takes them."""
 
-    start: str
-    end: str
+    start: str = Field(description="RFC 3339 UTC start, e.g. 2026-01-03T02:00:00Z")
+    end: str = Field(description="RFC 3339 UTC end")
 
     @field_validator("start", "end")
     @classmethod
@@ -54,50 +54,68 @@ class _Period(_Model):
 class MaintenanceWindow(_Period):
     """A recurring window (google_container_cluster maintenance_policy.recurring_window)."""
 
-    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", pattern=r"^FREQ=")
+    recurrence: str = Field(
+        "FREQ=WEEKLY;BYDAY=SA,SU", pattern=r"^FREQ=", description="an RFC 5545 RRULE for the window"
+    )
 
 
 class MaintenanceExclusion(_Period):
     """A period without auto-upgrades, e.g. around a long training run (TPU pools are recreated on upgrade)."""
 
-    name: str = Field(min_length=1)
-    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_MINOR_OR_NODE_UPGRADES"
+    name: str = Field(min_length=1, description="the exclusion's name")
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
+        "NO_MINOR_OR_NODE_UPGRADES", description="which upgrades the exclusion holds back"
+    )
 
 
 class MaintenanceConfig(_Model):
-    window: MaintenanceWindow
-    exclusions: list[MaintenanceExclusion] = Field(default_factory=list)
+    """The cluster's maintenance policy (docs/security.md)."""
+
+    window: MaintenanceWindow = Field(description="when GKE may upgrade")
+    exclusions: list[MaintenanceExclusion] = Field(default_factory=list, description="periods without upgrades")
 
 
 class BinaryAuthorizationConfig(_Model):
     """Opt-in: the cluster enforces the project's Binary Authorization policy."""
 
-    enforce: bool = False
+    enforce: bool = Field(False, description="enforce the project's Binary Authorization policy")
     # Images admitted besides the stack's Ray image, each pinned by digest.
-    allowed_images: list[str] = Field(default_factory=list, alias="allowedImages")
+    allowed_images: list[str] = Field(
+        default_factory=list, alias="allowedImages", description="other images admitted, each pinned by digest"
+    )
 
 
 class GatewayTls(_Model):
     """One of: regional Certificate Manager certificates, or a kubernetes.io/tls Secret in the namespace."""
 
-    certificate_manager: list[str] = Field(default_factory=list, alias="certificateManager")
-    secret_name: str | None = Field(None, alias="secretName")
+    certificate_manager: list[str] = Field(
+        default_factory=list, alias="certificateManager", description="regional Certificate Manager certificates"
+    )
+    secret_name: str | None = Field(None, alias="secretName", description="a kubernetes.io/tls Secret in the namespace")
 
 
 class GatewayIap(_Model):
     """Identity-Aware Proxy in front of an external Gateway (GCPBackendPolicy)."""
 
-    client_id: str = Field(alias="clientId", min_length=1)
-    oauth_secret_name: str = Field(alias="oauthSecretName", min_length=1)
+    client_id: str = Field(alias="clientId", min_length=1, description="the OAuth client id IAP uses")
+    oauth_secret_name: str = Field(
+        alias="oauthSecretName", min_length=1, description="the Secret holding the OAuth client secret"
+    )
 
 
 class ServeGateway(_Model):
-    class_name: Literal["gke-l7-rilb", "gke-l7-global-external-managed"] = Field(INTERNAL_GATEWAY, alias="className")
-    hostname: str = Field(min_length=1)
-    tls: GatewayTls
+    """The GKE Gateway in front of Serve (docs/security.md)."""
+
+    class_name: Literal["gke-l7-rilb", "gke-l7-global-external-managed"] = Field(
+        INTERNAL_GATEWAY, alias="className", description="internal (regional) or external (global) load balancer"
+    )
+    hostname: str = Field(min_length=1, description="the hostname the Gateway serves")
+    tls: GatewayTls = Field(description="the certificate")
     # gke-l7-rilb: the region's proxy-only subnet, the only source of Serve traffic.
-    proxy_only_subnet_cidr: str | None = Field(None, alias="proxyOnlySubnetCidr")
-    iap: GatewayIap | None = None
+    proxy_only_subnet_cidr: str | None = Field(
+        None, alias="proxyOnlySubnetCidr", description="gke-l7-rilb: the only source of Serve traffic"
+    )
+    iap: GatewayIap | None = Field(None, description="Identity-Aware Proxy (external Gateway only)")
 
 
 def _cidr_line(key: str, value: str) -> str | None:

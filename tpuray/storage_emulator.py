@@ -14,7 +14,7 @@ cluster. The Go fake-gcs-server is the more complete server, but nothing Ray's p
 is missing here and it would be one more download.
 
 The server is a child process in its own session, recorded by PID and start time in the
-cluster's state file, and stopped with the cluster (tpuray/emulator.py).
+cluster's state file, and stopped with the cluster (tpuray/emulator/cluster.py).
 """
 
 from __future__ import annotations

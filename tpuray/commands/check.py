@@ -1,7 +1,7 @@
 """`tpuray check PATH... [--json]`: the policy pack's Kubernetes rules on plain YAML manifests.
 
-Same rules, same analyzer as `tpuray preview`; stack-only rules (node pools, the GKE
-cluster) are disabled because plain manifests have no stack.
+Same rules, same analyzer as `tpuray preview` (tpuray.policies.evaluate.check_manifests);
+stack-only rules (node pools, the GKE cluster) are disabled because plain manifests have no stack.
 """
 
 from __future__ import annotations
@@ -13,17 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tpuray.config import RayConfig
-from tpuray.errors import UserError
-from tpuray.policies import RULES
-from tpuray.policies.analyzer import (
-    InProcessAnalyzer,
-    PolicyConfigError,
-    Violation,
-    analyze,
-    config_file,
-    load_config_file,
-)
-from tpuray.policies.manifests import ManifestError, load
+from tpuray.policies.evaluate import check_manifests
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 
@@ -41,20 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def check(paths: list[str], environment: str, ray_version: str, allow_images: list[str]) -> list[Violation]:
-    targets = load(paths)
-    overrides: dict[str, object] = {r.name: "disabled" for r in RULES if not r.kubernetes}
-    overrides["ray-version-pinned"] = {"rayVersion": ray_version, "allowedTpuImages": allow_images}
-    overrides["tpu-image"] = {"allowedTpuImages": allow_images}
-    path = config_file(environment)
-    return analyze(InProcessAnalyzer(), targets, load_config_file(path), overrides, str(path))
-
-
 def run(args: argparse.Namespace) -> int:
-    try:
-        violations = check(args.paths, args.env, args.ray_version, args.allow_image)
-    except (ManifestError, PolicyConfigError) as err:
-        raise UserError(str(err), 2) from None
+    violations = check_manifests(args.paths, args.env, args.ray_version, args.allow_image)
     if args.json:
         print(json.dumps({"violations": [v.as_json() for v in violations]}, indent=2))
     else:

@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     timings = {
         "stack": stack.stack,
         "steps": args.steps,
-        "hosts": sum(s.hosts for s in cluster.slices),
+        "hosts": sum(s.shape.hosts for s in cluster.slices),
         "phases_s": {k: round(v, 2) for k, v in phases.seconds.items()},
         "total_s": round(sum(phases.seconds.values()), 2),
         "train_milestones_s": train.get("milestones", {}),

@@ -1,6 +1,6 @@
 """`tpuray local up|status|down`: a local Ray cluster that emulates the stack's TPU slices.
 
-See tpuray/emulator.py for how hosts are emulated. The cluster runs detached from `up`
+See the tpuray.emulator package for how hosts are emulated. The cluster runs detached from `up`
 and is found again through its state file under $TPURAY_LOCAL_DIR/<stack>
 (default /tmp/tpuray-local/<stack>).
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -125,28 +124,6 @@ def run_workload(args: argparse.Namespace) -> int:
     return 0
 
 
-def _running_dirs() -> list[Path]:
-    root = Path(os.environ.get(emulator.LOCAL_DIR_ENV, emulator.DEFAULT_ROOT))
-    return sorted(p.parent for p in root.glob(f"*/{emulator.STATE_FILE}"))
-
-
-def _find(stack: str | None) -> emulator.EmulatedCluster:
-    if stack is not None:
-        name = Path(stack).name.removeprefix("Pulumi.").removesuffix(".yaml")
-        sdir = emulator.state_dir_for(name)
-        if not (sdir / emulator.STATE_FILE).exists():
-            raise UserError(
-                f"no emulated cluster for stack {name!r} (nothing at {sdir}); start one with `tpuray local up {name}`"
-            )
-        return emulator.EmulatedCluster.attach(sdir)
-    dirs = _running_dirs()
-    if not dirs:
-        raise UserError("no emulated cluster is running; start one with `tpuray local up STACK`")
-    if len(dirs) > 1:
-        raise UserError(f"several emulated clusters: {', '.join(d.name for d in dirs)}; name the stack")
-    return emulator.EmulatedCluster.attach(dirs[0])
-
-
 def run_up(args: argparse.Namespace) -> int:
     return up(
         args.stack,
@@ -172,10 +149,7 @@ def up(
     stack = run_stack(stack_name)  # the rendered objects: what GKE would run
     if max_hosts is not None and max_hosts < 1:
         raise UserError(f"--max-hosts {max_hosts} is invalid; it must be at least 1")
-    try:
-        plan = emulator.plan_slices(stack, max_hosts, start_only=without_fallbacks)
-    except emulator.EmulatorError as exc:
-        raise UserError(str(exc)) from None
+    plan = emulator.plan_slices(stack, max_hosts, start_only=without_fallbacks)
     for note in plan.notes:
         console.print(f"[yellow]reduced:[/] {note}")
     console.print(
@@ -184,8 +158,8 @@ def up(
     )
     for s in plan.slices:
         console.print(
-            f"  {s.name}: {s.generation} {s.topology} ({s.pod_type}), {s.hosts} host(s) x "
-            f"{s.chips_per_host} chips, market {s.market_type}"
+            f"  {s.name}: {s.shape.generation} {s.shape.topology} ({s.shape.pod_type}), {s.shape.hosts} host(s) x "
+            f"{s.shape.chips_per_host} chips, market {s.market_type}"
         )
     if without_fallbacks:
         console.print("  (--without-fallbacks: no slice for the fallback tiers, which start with 0 replicas)")
@@ -237,74 +211,14 @@ def up(
     return 0
 
 
-def _status_data(cluster: emulator.EmulatedCluster) -> dict[str, object]:
-    import ray
-
-    from ray_apps import slices
-
-    cluster.connect()
-    try:
-        views = {v.name: v for v in slices.slice_inventory()}
-    finally:
-        ray.shutdown()
-    out: list[dict[str, object]] = []
-    for spec in cluster.slices:
-        view = views.get(spec.name)
-        hosts = {h.worker_id: h for h in (view.hosts if view else ())}
-        out.append(
-            {
-                "slice": spec.name,
-                "pool": spec.pool,
-                "generation": spec.generation,
-                "topology": spec.topology,
-                "pod_type": spec.pod_type,
-                "market_type": spec.market_type,
-                "reduced_from": spec.reduced_from,
-                "hosts": [
-                    {
-                        "worker_id": w,
-                        "alive": w in hosts,
-                        "tpu_total": hosts[w].tpu_total if w in hosts else 0,
-                        "tpu_free": hosts[w].tpu_free if w in hosts else 0,
-                        "holders": list(hosts[w].holders) if w in hosts else [],
-                        "node_id": hosts[w].node_id if w in hosts else None,
-                    }
-                    for w in range(spec.hosts)
-                ],
-            }
-        )
-    steps: dict[str, dict[str, float]] = {}
-    prom = localmetrics.load(cluster.state_dir)
-    if prom is not None:
-        try:
-            steps = localmetrics.last_steps(prom)
-        except localmetrics.MetricsError:
-            steps = {}
-    for entry in out:
-        entry["last_step"] = steps.get(str(entry["slice"]))
-        hosts_of = entry["hosts"]
-        assert isinstance(hosts_of, list)
-        total = sum(h["tpu_total"] for h in hosts_of)
-        entry["occupancy"] = {"chips_used": total - sum(h["tpu_free"] for h in hosts_of), "chips": total}
-    return {
-        "stack": cluster.state.name,
-        "prometheus": prom.url if prom else None,
-        "address": cluster.address,
-        "state_dir": str(cluster.state_dir),
-        "notes": cluster.notes,
-        "slices": out,
-        "pids": len(cluster.pids()),
-    }
-
-
 def run_status(args: argparse.Namespace) -> int:
-    cluster = _find(args.stack)
+    cluster = emulator.find(args.stack)
     if not cluster.is_alive():
         raise UserError(
             f"the emulated cluster in {cluster.state_dir} is not running (head is gone); "
             f"`tpuray local down` clears what is left"
         )
-    data = _status_data(cluster)
+    data = emulator.status_data(cluster)
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
@@ -351,7 +265,7 @@ def run_down(args: argparse.Namespace) -> int:
 
 def down(stack: str | None) -> int:
     """Stop the emulated cluster's processes by PID (`tpuray local down`)."""
-    cluster = _find(stack)
+    cluster = emulator.find(stack)
     before = cluster.pids()
     prom = localmetrics.load(cluster.state_dir)
     leftover = localmetrics.stop(cluster.state_dir) + cluster.stop()

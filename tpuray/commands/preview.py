@@ -15,20 +15,10 @@ from rich.table import Table
 
 from tpuray import capacity
 from tpuray.cost import cost_table, stack_cost
-from tpuray.errors import UserError
 from tpuray.labels import ray_cluster_spec
 from tpuray.mockrun import MockedResource, StackRun, run_stack
-from tpuray.policies.analyzer import (
-    InProcessAnalyzer,
-    PolicyConfigError,
-    Target,
-    Violation,
-    analyze,
-    config_file,
-    load_config_file,
-    urn,
-)
-from tpuray.policies.core import Resource
+from tpuray.policies.analyzer import Violation
+from tpuray.policies.evaluate import check_stack
 from tpuray.pricebook import age_text
 
 
@@ -45,18 +35,6 @@ def preview_document(run: StackRun, violations: list[Violation] | None = None) -
     if violations is not None:
         doc["violations"] = [v.as_json() for v in violations]
     return doc
-
-
-def policy_violations(run: StackRun) -> list[Violation]:
-    """The policy pack on the mocked stack, with the enforcement levels of its environment."""
-    targets = [Target(Resource(r.type, r.name, r.inputs, urn(run.stack, r.type, r.name))) for r in run.resources]
-    path = config_file(run.config.environment)
-    # The pinned Ray version comes from this stack's config, as the CLI's stack config would give it.
-    overrides = {"ray-version-pinned": {"rayVersion": run.config.ray.version}}
-    try:
-        return analyze(InProcessAnalyzer(), targets, load_config_file(path), overrides, str(path))
-    except PolicyConfigError as err:
-        raise UserError(str(err), 2) from None
 
 
 def print_violations(violations: list[Violation], console: Console) -> None:
@@ -190,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 def preview(stack: str, as_json: bool = False) -> int:
     """Print the stack's preview (a table, or JSON); 1 when a mandatory policy fires."""
     stack_run = run_stack(stack)
-    violations = policy_violations(stack_run)
+    violations = check_stack(stack_run)
     failed = 1 if any(v.level == "mandatory" for v in violations) else 0
     if as_json:
         print(json.dumps(preview_document(stack_run, violations), indent=2, default=str))

@@ -21,6 +21,7 @@ import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2
 
+from tpuray.errors import TpurayError
 from tpuray.policies.core import Resource
 from tpuray.shared import REPO_ROOT
 
@@ -31,8 +32,8 @@ LEVELS = {"advisory": 0, "mandatory": 1, "disabled": 2, "remediate": 3}
 LEVEL_NAMES = {v: k for k, v in LEVELS.items()}
 
 
-class PolicyConfigError(ValueError):
-    """A policy config file or override the CLI would reject."""
+class PolicyConfigError(TpurayError, ValueError):
+    """A policy config file or override the CLI would reject (exit 2)."""
 
 
 @dataclass(frozen=True)

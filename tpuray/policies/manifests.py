@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tpuray.errors import TpurayError
 from tpuray.policies.analyzer import Target, urn
 from tpuray.policies.core import Resource
 from tpuray.policies.kube import RAY_KINDS, cluster_spec
@@ -19,8 +20,8 @@ from tpuray.policies.kube import RAY_KINDS, cluster_spec
 SUFFIXES = (".yaml", ".yml")
 
 
-class ManifestError(ValueError):
-    pass
+class ManifestError(TpurayError, ValueError):
+    """A manifest the rules could not read safely (exit 2)."""
 
 
 def _files(paths: list[str]) -> Iterator[Path]:
