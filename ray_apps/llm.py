@@ -30,15 +30,23 @@ class LLMBackendUnavailable(RuntimeError):
     """The llm backend cannot run in this environment (no vLLM)."""
 
 
-def _llm_config_class() -> type:
+def llm_config_class() -> type:
+    """Ray Serve LLM's LLMConfig pydantic model (no vLLM needed to import it)."""
     import importlib
+    import logging
 
+    # Ray's optional imports of torch/transformers log a WARNING each; neither is needed here.
+    quiet = logging.getLogger("ray.llm._internal.common.utils.import_utils")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         return importlib.import_module(_LLM_CONFIG_MODULE).LLMConfig
     except (ImportError, AttributeError) as e:  # Ray moved the private model
         raise LLMBackendUnavailable(
             f"cannot import LLMConfig from {_LLM_CONFIG_MODULE} ({e}); this wrapper is pinned to ray==2.60.0"
         ) from None
+    finally:
+        quiet.setLevel(level)
 
 
 def build_llm_config(
@@ -63,7 +71,7 @@ def build_llm_config(
     if replicas < 1:
         raise ValueError("replicas must be >= 1")
     env = {**TPU_ENGINE_ENV, **((runtime_env or {}).get("env_vars") or {})}
-    llm_config_cls = _llm_config_class()
+    llm_config_cls = llm_config_class()
     return llm_config_cls(
         model_loading_config={"model_id": model_id, "model_source": model_source or model_id},
         accelerator_type=accelerator_type,

@@ -233,9 +233,15 @@ def test_serve_service_upgrades_on_a_new_cluster_without_no_op_thresholds_and_ha
     assert spec["upgradeStrategy"] == {"type": "NewCluster"}
     app, *others = yaml.safe_load(spec["serveConfigV2"])["applications"]
     shape = facts.shape(stack_run.stack, serve.pool)
-    assert app["import_path"] == "ray_apps.serve:build_app"
-    assert (app["args"]["accelerator_type"], app["args"]["topology"]) == (shape.ray_accelerator_type, shape.topology)
-    assert app["args"]["backend"] == serve.backend
+    if serve.backend == "llm":  # Ray's own OpenAI app carrying the LLMConfig
+        assert app["import_path"] == "ray.serve.llm:build_openai_app"
+        (llm_config,) = app["args"]["llm_configs"]
+        topology = (llm_config["accelerator_type"], llm_config["accelerator_config"]["topology"])
+    else:
+        assert app["import_path"] == "ray_apps.serve:build_app"
+        assert app["args"]["backend"] == serve.backend
+        topology = (app["args"]["accelerator_type"], app["args"]["topology"])
+    assert topology == (shape.ray_accelerator_type, shape.topology)
     # Only an llm app gets the /healthz app beside it (the checkpoint app serves its own).
     assert [(o["route_prefix"], o["import_path"], o["args"]["application"]) for o in others] == (
         [("/healthz", "ray_apps.health_app:build_app", "tpuray-serve")] if serve.backend == "llm" else []

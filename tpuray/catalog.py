@@ -291,3 +291,16 @@ def by_ray_accelerator_type(ray_accelerator_type: str) -> Generation:
             return gen
     valid = ", ".join(g.ray_accelerator_type for g in GENERATIONS.values())
     raise CatalogError(f"unknown Ray accelerator type {ray_accelerator_type!r}; valid: {valid}")
+
+
+def engine_devices_problem(shape: SliceShape, devices: int) -> str | None:
+    """Why an engine of `devices` chips (tensor x pipeline parallel) cannot be one replica of this
+    slice, or None. Ray Serve LLM asks for per-host bundles of min(devices, chips per host) TPU
+    chips and requires devices > chips per host to be a multiple of it (ray 2.60.0,
+    ray/llm/_internal/serve/core/configs/accelerators.py TPUAccelerator.default_bundles); one
+    replica holds one slice, so it cannot span more chips than the slice has."""
+    if devices > shape.chips:
+        return f"the {shape.topology} slice has {shape.chips} chips"
+    if devices > shape.chips_per_host and devices % shape.chips_per_host:
+        return f"more than one host's chips must be a multiple of the {shape.chips_per_host} chips per host"
+    return None

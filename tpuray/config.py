@@ -285,6 +285,16 @@ class TrainWorkload(_Model):
     )
 
 
+class LlmAutoscaling(_Model):
+    """Serve autoscaling bounds of the llm backend: each replica holds one whole slice."""
+
+    min_replicas: int = Field(1, alias="minReplicas", ge=0, description="replicas (slices) kept when idle")
+    max_replicas: int = Field(alias="maxReplicas", ge=1, description="most replicas (slices) under load")
+    target_ongoing_requests: float | None = Field(
+        None, alias="targetOngoingRequests", gt=0, description="Serve's scale-up target per replica"
+    )
+
+
 class ServeWorkload(_Model):
     """The Ray Serve RayService (ray_apps.serve)."""
 
@@ -293,6 +303,26 @@ class ServeWorkload(_Model):
         "llm", description="llm: a model served by Ray Serve LLM; checkpoint: the training run's checkpoints"
     )
     model_id: str = Field("google/gemma-3-4b-it", alias="modelId", description="llm backend: the model id")
+    # llm backend (tpuray/llm_stack.py turns these into Ray Serve LLM's LLMConfig and checks them)
+    model_source: str | None = Field(
+        None,
+        alias="modelSource",
+        description="llm: gs://BUCKET/PATH holding the weights in Hugging Face layout (Ray Serve LLM loads them)",
+    )
+    max_model_len: int | None = Field(None, alias="maxModelLen", ge=1, description="llm: longest context, tokens")
+    tensor_parallel_size: int | None = Field(
+        None, alias="tensorParallelSize", ge=1, description="llm: default every chip of the pool's slice"
+    )
+    pipeline_parallel_size: int | None = Field(None, alias="pipelineParallelSize", ge=1, description="llm: default 1")
+    autoscaling: LlmAutoscaling | None = Field(None, description="llm: autoscaling bounds instead of fixed replicas")
+    engine_kwargs: dict[str, Any] = Field(
+        default_factory=dict, alias="engineKwargs", description="llm: passed through to the vLLM engine"
+    )
+    hf_token_secret: str | None = Field(
+        None,
+        alias="hfTokenSecret",
+        description="llm: Secret Manager secret holding a Hugging Face token, projects/P/secrets/S[/versions/V]",
+    )
     checkpoint_uri: str | None = Field(
         None, alias="checkpointUri", description="checkpoint backend: where to load from (default: the train storage)"
     )
@@ -616,6 +646,10 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
                 f"{pool_name!r}.slices or move a workload to another pool"
             )
     serve = cfg.workloads.serve
+    if serve is not None:
+        from tpuray import llm_stack  # imports this module
+
+        lines += llm_stack.stack_lines(cfg)
     if serve is not None and serve.backend == "checkpoint" and not serve.checkpoint_uri:
         lines.append(
             f"{NAMESPACE}:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run"

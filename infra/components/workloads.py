@@ -20,7 +20,7 @@ import yaml
 from infra.components import network, pod_security
 from infra.components.ray_cluster import KSA_NAME, ray_cluster_spec
 from ray_apps import contracts, health
-from tpuray import bundle, images, labels
+from tpuray import bundle, images, labels, llm_stack
 from tpuray.config import ConfigError, StackConfig
 from tpuray.gcp_rules import service_account_id
 
@@ -107,6 +107,18 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
 
 def serve_config(cfg: StackConfig) -> dict[str, Any]:
     args = serve_app_args(cfg)
+    if args["backend"] == "llm":
+        # Ray's own OpenAI app with the stack's LLMConfig, validated by Ray (tpuray/llm_stack.py);
+        # the image carries vLLM for TPU, no code of this repo runs in the LLM app.
+        entry = {
+            "name": SERVE_APP,
+            "route_prefix": "/",
+            "import_path": llm_stack.OPENAI_APP_IMPORT_PATH,
+            "args": {"llm_configs": [llm_stack.llm_config_data(cfg)]},
+        }
+        # Ray Serve LLM's OpenAI app has no /healthz of ours: a tiny CPU app beside it reports
+        # the LLM app's state (waiting / loading / ready / failed, with Serve's reason).
+        return {"applications": [entry, health.app_entry(SERVE_APP, args["model_id"], _runtime_env(cfg))]}
     apps = [
         {
             "name": SERVE_APP,
@@ -116,10 +128,6 @@ def serve_config(cfg: StackConfig) -> dict[str, Any]:
             "args": args,
         }
     ]
-    if args["backend"] == "llm":
-        # Ray Serve LLM's OpenAI app has no /healthz of ours: a tiny CPU app beside it reports
-        # the LLM app's state (waiting / loading / ready / failed, with Serve's reason).
-        apps.append(health.app_entry(SERVE_APP, args["model_id"], _runtime_env(cfg)))
     return {"applications": apps}
 
 
@@ -137,7 +145,7 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         "upgradeStrategy": {"type": "NewCluster"},
         "rayClusterConfig": ray_cluster_spec(
             cfg.pool(serve.pool),
-            serve.replicas,
+            llm_stack.max_replicas(cfg) if serve.backend == "llm" else serve.replicas,
             cfg.ray,
             "serve",
             serve_name(cfg),
@@ -232,6 +240,7 @@ class RayWorkloads(pulumi.ComponentResource):
             wl.bundle_uri,
             wl.train.data_uri if wl.train else None,
             wl.serve.checkpoint_uri if wl.serve else None,
+            wl.serve.model_source if wl.serve else None,  # llm weights (Ray Serve LLM cloud loading)
         )
         for bucket in writable + [b for b in readable if b not in writable]:
             gcp.storage.BucketIAMMember(

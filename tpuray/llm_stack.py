@@ -1,0 +1,208 @@
+"""The llm Serve backend of a stack: its checks and the Ray Serve LLM LLMConfig it renders.
+
+The RayService of an llm stack carries Ray's own OpenAI app (`ray.serve.llm:build_openai_app`)
+with one LLMConfig built here from `tpuray:workloads.serve` and the pool's catalog shape:
+accelerator_type and accelerator_config {kind: tpu, topology} from the shape, and
+tensor_parallel_size = the slice's chips unless the stack sets tensorParallelSize /
+pipelineParallelSize. Weights come from modelSource (gs://...): Ray Serve LLM's cloud model
+loading downloads them on the replica's hosts (docs/apps.md explains the choice).
+
+Validation at preview time: `llm_config(cfg)` constructs Ray's own LLMConfig pydantic model
+(ray_apps.llm imports it from its private path, which imports without vLLM), so every value
+Ray checks (accelerator type, TPU topology, deployment config...) is checked by Ray, and its
+errors come back naming the stack key. What Ray checks only with vLLM installed is NOT
+checked here: the names of engineKwargs (VLLMEngineConfig compares them with vLLM's
+AsyncEngineArgs, which needs the vllm package).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tpuray import catalog
+from tpuray.config import NAMESPACE, StackConfig
+from tpuray.errors import ConfigError
+
+KEY = f"{NAMESPACE}:workloads.serve"
+OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+_GCS_FOLDER = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/\S+$")
+_SECRET_REF = re.compile(r"^projects/[^/\s]+/secrets/[A-Za-z0-9_-]{1,255}(/versions/(latest|[1-9][0-9]*))?$")
+# A Hugging Face user access token: "hf_" and 34+ letters/digits (huggingface.co/docs/hub/security-tokens).
+HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
+# Keys the stack sets by name so there is one place for each (and the catalog does the arithmetic).
+_OWNED_ENGINE_KWARGS = {
+    "tensor_parallel_size": "tensorParallelSize",
+    "pipeline_parallel_size": "pipelineParallelSize",
+    "max_model_len": "maxModelLen",
+    "hf_token": "hfTokenSecret",
+}
+# Where the GKE Secret Manager add-on mounts the token; huggingface_hub reads HF_TOKEN_PATH.
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
+HF_TOKEN_FILE = f"{HF_TOKEN_DIR}/token"
+
+
+def devices(cfg: StackConfig) -> int:
+    """Chips one replica's engine uses: tensor x pipeline parallel (default: the whole slice)."""
+    serve = cfg.workloads.serve
+    assert serve is not None
+    shape = cfg.pool(serve.pool).shape
+    tp = serve.tensor_parallel_size or (shape.chips // (serve.pipeline_parallel_size or 1))
+    return tp * (serve.pipeline_parallel_size or 1)
+
+
+def max_replicas(cfg: StackConfig) -> int:
+    serve = cfg.workloads.serve
+    assert serve is not None
+    return serve.autoscaling.max_replicas if serve.autoscaling else serve.replicas
+
+
+def plaintext_token_paths(value: Any, path: str = "") -> list[str]:
+    """Paths (a.b[0].c) of strings in value that hold a Hugging Face token in plain text."""
+    if isinstance(value, str):
+        return [path or "."] if HF_TOKEN.search(value) else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in plaintext_token_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in plaintext_token_paths(v, f"{path}[{i}]")]
+    return []
+
+
+def stack_lines(cfg: StackConfig) -> list[str]:
+    """One line per problem of the serve workload's llm keys (no Ray import: runs on every load)."""
+    serve = cfg.workloads.serve
+    if serve is None:
+        return []
+    lines = [
+        f"{KEY}.{p}: holds a Hugging Face token in plain text; store it in Secret Manager and set "
+        f"{KEY}.hfTokenSecret to projects/PROJECT/secrets/NAME"
+        for p in plaintext_token_paths(serve.model_dump(by_alias=True, exclude={"hf_token_secret"}))
+    ]
+    if serve.hf_token_secret is not None and not _SECRET_REF.match(serve.hf_token_secret):
+        # Never echo a value that may be the token itself.
+        shown = "a plaintext token" if HF_TOKEN.search(serve.hf_token_secret) else repr(serve.hf_token_secret)
+        lines.append(
+            f"{KEY}.hfTokenSecret: {shown} is invalid; name a Secret Manager secret, "
+            "projects/PROJECT/secrets/NAME[/versions/N|latest], never the token"
+        )
+    if serve.backend != "llm":
+        return lines
+    if serve.model_source is not None and not _GCS_FOLDER.match(serve.model_source):
+        lines.append(
+            f"{KEY}.modelSource: {serve.model_source!r} is invalid; use gs://BUCKET/PATH, the folder holding the "
+            "model in Hugging Face layout (config.json, *.safetensors, tokenizer files)"
+        )
+    for kwarg, field in _OWNED_ENGINE_KWARGS.items():
+        if kwarg in serve.engine_kwargs:
+            lines.append(f"{KEY}.engineKwargs.{kwarg}: set by tpuray; use {KEY}.{field} instead")
+    if serve.autoscaling and serve.autoscaling.min_replicas > serve.autoscaling.max_replicas:
+        a = serve.autoscaling
+        lines.append(
+            f"{KEY}.autoscaling.minReplicas: {a.min_replicas} is invalid; it must be <= maxReplicas ({a.max_replicas})"
+        )
+    pool = next((p for p in cfg.slice_pools if p.name == serve.pool), None)
+    if pool is None:
+        return lines  # reported by the pool check
+    try:
+        shape = pool.shape
+    except catalog.CatalogError:
+        return lines  # reported by the shape check
+    problem = catalog.engine_devices_problem(shape, devices(cfg))
+    if problem:
+        field = "tensorParallelSize" if serve.tensor_parallel_size else "pipelineParallelSize"
+        lines.append(
+            f"{KEY}.{field}: {devices(cfg)} chips per replica (tensor x pipeline parallel) is invalid; {problem}"
+        )
+    if serve.autoscaling and serve.autoscaling.max_replicas > pool.slices:
+        lines.append(
+            f"{KEY}.autoscaling.maxReplicas: {serve.autoscaling.max_replicas} is invalid; each replica holds one "
+            f"slice and pool {pool.name!r} has {pool.slices}"
+        )
+    return lines
+
+
+def llm_config_kwargs(cfg: StackConfig) -> dict[str, Any]:
+    """The LLMConfig arguments for the stack's llm backend (plain data, before Ray validates it)."""
+    serve = cfg.workloads.serve
+    assert serve is not None and serve.backend == "llm"
+    shape = cfg.pool(serve.pool).shape
+    pp = serve.pipeline_parallel_size or 1
+    engine: dict[str, Any] = {"tensor_parallel_size": devices(cfg) // pp}
+    if pp > 1:
+        engine["pipeline_parallel_size"] = pp
+    if serve.max_model_len:
+        engine["max_model_len"] = serve.max_model_len
+    engine.update(serve.engine_kwargs)
+    env = {"TPU_MULTIHOST_BACKEND": "ray", "JAX_PLATFORMS": "tpu,cpu"}
+    if serve.hf_token_secret:
+        env["HF_TOKEN_PATH"] = HF_TOKEN_FILE  # a file the Secret Manager add-on mounts, never the value
+    deployment: dict[str, Any]
+    if serve.autoscaling:
+        a = serve.autoscaling
+        auto: dict[str, Any] = {"min_replicas": a.min_replicas, "max_replicas": a.max_replicas}
+        if a.target_ongoing_requests is not None:
+            auto["target_ongoing_requests"] = a.target_ongoing_requests
+        deployment = {"autoscaling_config": auto}
+    else:
+        deployment = {"num_replicas": serve.replicas}
+    loading: dict[str, Any] = {"model_id": serve.model_id}
+    if serve.model_source:
+        loading["model_source"] = serve.model_source
+    return {
+        "model_loading_config": loading,
+        "accelerator_type": shape.ray_accelerator_type,
+        "accelerator_config": {"kind": "tpu", "topology": shape.topology},
+        "engine_kwargs": engine,
+        "deployment_config": deployment,
+        "runtime_env": {"env_vars": env},
+    }
+
+
+_ERROR_KEYS = {
+    "model_loading_config": "modelId",
+    "engine_kwargs": "engineKwargs",
+    "deployment_config": "replicas",
+    "accelerator_type": "pool",
+    "accelerator_config": "pool",
+}
+
+
+def llm_config(cfg: StackConfig) -> Any:
+    """Ray Serve LLM's own LLMConfig for the stack; a ConfigError naming the stack key otherwise."""
+    from pydantic import ValidationError
+
+    from ray_apps import llm
+
+    kwargs = llm_config_kwargs(cfg)
+    serve = cfg.workloads.serve
+    assert serve is not None
+    try:
+        return llm.llm_config_class()(**kwargs)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            top = str(e["loc"][0]) if e["loc"] else ""
+            field = _ERROR_KEYS.get(top, "")
+            if top == "deployment_config" and serve.autoscaling:
+                field = "autoscaling"
+            if not top:  # a whole-model check: name the engine kwarg it mentions, if any
+                field = next((f"engineKwargs.{k}" for k in serve.engine_kwargs if k in e["msg"]), "")
+            where = f"{KEY}.{field}" if field else KEY
+            if field == "pool":
+                where += f" ({serve.pool!r}: accelerator {kwargs['accelerator_type']}, topology "
+                where += f"{kwargs['accelerator_config']['topology']})"
+            msg = str(e["msg"]).removeprefix("Value error, ")
+            lines.append(f"{where}: rejected by Ray Serve LLM's LLMConfig: {msg}")
+        raise ConfigError(lines) from None
+
+
+def llm_config_data(cfg: StackConfig) -> dict[str, Any]:
+    """The validated LLMConfig as the JSON data a Serve config carries."""
+    return llm_config(cfg).model_dump(mode="json", exclude_unset=True)
+
+
+def assert_no_plaintext_token(obj: Any, where: str) -> None:
+    """Raise when a rendered object carries a Hugging Face token in plain text."""
+    found = plaintext_token_paths(obj)
+    if found:
+        raise ConfigError([f"{where}.{p}: holds a Hugging Face token in plain text" for p in found])
