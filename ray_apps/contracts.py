@@ -69,7 +69,15 @@ class TrainArgs:
     # fails loudly with ray_apps.slices.SliceUnavailableError.
     slice_deadline_s: float = field(
         default=600.0,
-        metadata=_flag("tpu/emulated: fail with SliceUnavailableError when no fully free slice appears within this"),
+        metadata=_flag(
+            "tpu/emulated: how long one step of the capacity chain (and a restart) may wait for whole free slices"
+        ),
+    )
+    # The later steps of the slice pool's capacity chain: other shapes the driver asks for, in
+    # order, when the first gets no whole slice within --slice-deadline-s (ray_apps/chain.py).
+    fallback_shapes: str | None = field(
+        default=None,
+        metadata=_flag("tpu/emulated: later chain steps, 'ACCELERATOR:TOPOLOGY:HOSTS:CHIPS' separated by ','"),
     )
 
     def validate(self) -> None:
@@ -92,6 +100,14 @@ class TrainArgs:
             raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
         if self.slice_deadline_s <= 0:
             raise ValueError("--slice-deadline-s must be > 0")
+        self.chain()  # a malformed --fallback-shapes fails here, naming the step
+
+    def primary_shape(self) -> ShapeStep:
+        return ShapeStep(self.accelerator_type or "", self.topology or "", self.hosts_per_slice, self.chips_per_host)
+
+    def chain(self) -> list[ShapeStep]:
+        """The shapes of the capacity chain, in the order the driver asks for them."""
+        return [self.primary_shape(), *parse_shapes(self.fallback_shapes or "")]
 
     @property
     def num_workers(self) -> int:
@@ -125,9 +141,48 @@ RENDERED_TRAIN_FLAGS = (
     "watchdog_factor",
     "watchdog_floor_s",
     "device",
+    "fallback_shapes",
 )
 # The flags that say which slice the job runs on (what the emulator rewrites to its own slice).
 SHAPE_FLAGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")
+
+
+@dataclass(frozen=True)
+class ShapeStep:
+    """One shape of a capacity chain as the driver asks Ray for it: Ray's accelerator type, the
+    topology, and the catalog's hosts per slice and chips per host (infra renders them from
+    tpuray/catalog.py; this module does no TPU arithmetic)."""
+
+    accelerator_type: str
+    topology: str
+    hosts_per_slice: int
+    chips_per_host: int
+
+    def to_flag(self) -> str:
+        return f"{self.accelerator_type}:{self.topology}:{self.hosts_per_slice}:{self.chips_per_host}"
+
+    def describe(self) -> str:
+        return f"{self.accelerator_type} {self.topology} ({self.hosts_per_slice} hosts x {self.chips_per_host} chips)"
+
+
+def parse_shapes(text: str) -> list[ShapeStep]:
+    """'TPU-V5LITEPOD:4x4:4:4,TPU-V4:2x2x4:4:4' -> the steps; '' -> none."""
+    steps = []
+    for i, item in enumerate(x for x in text.split(",") if x.strip()):
+        parts = item.strip().split(":")
+        if len(parts) != 4 or not parts[0] or not parts[1] or not (parts[2].isdigit() and parts[3].isdigit()):
+            raise ValueError(
+                f"--fallback-shapes step {i + 1} is {item.strip()!r}; "
+                "write ACCELERATOR:TOPOLOGY:HOSTS:CHIPS, e.g. TPU-V5LITEPOD:4x4:4:4"
+            )
+        if int(parts[2]) < 1 or int(parts[3]) < 1:
+            raise ValueError(f"--fallback-shapes step {i + 1} is {item.strip()!r}; hosts and chips must be >= 1")
+        steps.append(ShapeStep(parts[0], parts[1], int(parts[2]), int(parts[3])))
+    return steps
+
+
+def format_shapes(steps: list[ShapeStep]) -> str | None:
+    return ",".join(s.to_flag() for s in steps) or None
 
 
 def flag(name: str) -> str:

@@ -42,6 +42,8 @@ TOPOLOGY = "ray.io/tpu-topology"
 POD_TYPE = "ray.io/tpu-pod-type"
 ACCELERATOR_TYPE = "ray.io/accelerator-type"
 MARKET_TYPE = "ray.io/market-type"
+# tpuray's node label of the capacity tier a host runs on, where the nodes carry it (the emulator).
+CAPACITY_TIER = "tpuray.dev/capacity-tier"
 
 Selector = Mapping[str, str]
 
@@ -254,7 +256,7 @@ def _normalise_selectors(selectors: Sequence[Selector] | None, accelerator_type:
     return chain
 
 
-def _candidates(
+def candidates(
     views: Sequence[SliceView], selector: Selector, topology: str, hosts: int, chips_per_host: int
 ) -> list[SliceView]:
     out = []
@@ -280,7 +282,7 @@ def choose_slice(
     free slice of the shape wins, and within it the first such slice by name. Slices named
     in `skip` are passed over. None when no selector has one (then reserve_slice waits)."""
     for index, selector in enumerate(chain):
-        for view in _candidates(views, selector, topology, hosts, chips_per_host):
+        for view in candidates(views, selector, topology, hosts, chips_per_host):
             if view.free and view.name not in skip:
                 return index, view
     return None
@@ -391,7 +393,7 @@ def _deadline_message(
         lines.append("slices seen:")
         for view in views:
             matching = [
-                i for i, s in enumerate(chain) if view in _candidates([view], s, topology, hosts, chips_per_host)
+                i for i, s in enumerate(chain) if view in candidates([view], s, topology, hosts, chips_per_host)
             ]
             why = (
                 f"matches selector {matching[0]}"
@@ -484,7 +486,7 @@ def fence_all_but_free_slices(
         for selector in chain:
             free = [
                 v
-                for v in _candidates(views, selector, topology, hosts, chips_per_host)
+                for v in candidates(views, selector, topology, hosts, chips_per_host)
                 if v.free and head_resource(v) is not None and v not in keep
             ]
             keep += sorted(free, key=lambda v: v.name in avoided)

@@ -30,6 +30,7 @@ resume, watchdog, placement records); the flags moved to ray_apps/contracts.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -232,6 +233,7 @@ def _placement(rank: int) -> dict[str, Any]:
     return {
         "rank": rank,
         "slice": os.environ.get("TPU_NAME"),
+        "pod_type": os.environ.get("TPU_ACCELERATOR_TYPE"),  # the shape: v6e-16, v5litepod-16...
         "tpu_worker_id": os.environ.get("TPU_WORKER_ID"),
         "node_id": ray.get_runtime_context().get_node_id(),
         "pid": os.getpid(),
@@ -429,6 +431,32 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- driver
 
 
+def take_chain_step(args: TrainArgs, choice: Any) -> TrainArgs:
+    """The arguments for the chain step the driver got: JaxTrainer asks for that shape."""
+    step = choice.step
+    return dataclasses.replace(
+        args,
+        accelerator_type=step.accelerator_type,
+        topology=step.topology,
+        hosts_per_slice=step.hosts_per_slice,
+        chips_per_host=step.chips_per_host,
+    )
+
+
+def walk_chain(args: TrainArgs) -> Any:
+    """The first shape of the pool's capacity chain with whole free slices in time (ray_apps/chain.py)."""
+    from ray_apps import chain, slices
+
+    return chain.walk(
+        args.chain(),
+        num_slices=args.slices,
+        deadline_s=args.slice_deadline_s,
+        inventory=slices.slice_inventory,
+        demand=chain.RayHeadDemand(),
+        log=lambda line: print(line, flush=True),
+    )
+
+
 def run(args: TrainArgs) -> dict[str, Any]:
     """Fit and return the summary (what the CLI prints after 'TPURAY_RESULT ')."""
     from ray.train.v2.jax import JaxTrainer
@@ -440,6 +468,12 @@ def run(args: TrainArgs) -> dict[str, Any]:
     # A local cluster needs logical CPUs beyond the Train workers, or the Ray Data read
     # tasks that feed them never get scheduled (2 workers on a 2-core machine hang).
     ensure_ray(args.address, num_cpus=max(os.cpu_count() or 1, args.num_workers + 2))
+    capacity = None
+    if args.device != "cpu":
+        # GKE walks the tiers of a shape; the driver walks the shapes (docs/capacity.md).
+        choice = walk_chain(args)
+        args = take_chain_step(args, choice)
+        capacity = choice.record()
     latest = checkpoints.find_latest(args.run_uri)
     stats = None
     if latest is not None:
@@ -466,6 +500,7 @@ def run(args: TrainArgs) -> dict[str, Any]:
         "wall_s": round(wall, 2),
         "metrics": result.metrics,
         "error": None if result.error is None else repr(result.error),
+        "capacity": capacity,  # the chain step, shape and tier it ran on, and the steps tried
     }
     if result.checkpoint is not None:
         with result.checkpoint.as_directory() as d:
@@ -498,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(args)
     except Exception as e:  # Train raises TrainingFailedError once max_failures is spent
         print(RESULT_PREFIX + json.dumps({"run_name": args.run_name, "error": f"{type(e).__name__}: {e}"}))
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     print(RESULT_PREFIX + json.dumps(summary, default=str))
     return 0 if summary["error"] is None and not summary.get("history_problems") else 1

@@ -20,6 +20,7 @@ def test_ray_apps_ray_label_keys_are_the_same_as_tpurays() -> None:
         slices.POD_TYPE: labels.RAY_TPU_POD_TYPE,
         slices.ACCELERATOR_TYPE: labels.RAY_ACCELERATOR_TYPE,
         slices.MARKET_TYPE: labels.MARKET_TYPE,
+        slices.CAPACITY_TIER: labels.CAPACITY_TIER,
     } == {
         "ray.io/tpu-slice-name": "ray.io/tpu-slice-name",
         "ray.io/tpu-worker-id": "ray.io/tpu-worker-id",
@@ -27,6 +28,7 @@ def test_ray_apps_ray_label_keys_are_the_same_as_tpurays() -> None:
         "ray.io/tpu-pod-type": "ray.io/tpu-pod-type",
         "ray.io/accelerator-type": "ray.io/accelerator-type",
         "ray.io/market-type": "ray.io/market-type",
+        "tpuray.dev/capacity-tier": "tpuray.dev/capacity-tier",
     }
 
 

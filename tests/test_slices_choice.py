@@ -125,7 +125,7 @@ def test_slice_labels_are_those_all_hosts_share() -> None:
     assert SliceView("empty", ()).topology == "?"
 
 
-# ---------------------------------------------------------------------------- _candidates
+# ---------------------------------------------------------------------------- candidates
 
 
 def test_candidates_keep_slices_of_the_topology_host_count_chips_and_selector() -> None:
@@ -136,18 +136,18 @@ def test_candidates_keep_slices_of_the_topology_host_count_chips_and_selector() 
         a_slice("v6e-2x4-8t", hosts=4, chips=8),  # right count, wrong chips per host
         a_slice("v6e-on-demand", market="on-demand"),
     ]
-    got = slices._candidates(views, SPOT, "4x4", 4, 4)
+    got = slices.candidates(views, SPOT, "4x4", 4, 4)
     assert [v.name for v in got] == ["v6e-4x4"]
 
 
 def test_candidates_need_every_host_to_match_the_selector() -> None:
     mixed = SliceView("mixed", (*a_slice("mixed").hosts[:3], host("mixed", 3, market="on-demand")))
-    assert slices._candidates([mixed], SPOT, "4x4", 4, 4) == []
+    assert slices.candidates([mixed], SPOT, "4x4", 4, 4) == []
 
 
 def test_candidates_keep_busy_slices_of_the_right_shape() -> None:
-    # _candidates judges shape and labels; freedom is the caller's choice.
-    assert [v.name for v in slices._candidates([a_slice("busy", busy={0: 4})], SPOT, "4x4", 4, 4)] == ["busy"]
+    # candidates judges shape and labels; freedom is the caller's choice.
+    assert [v.name for v in slices.candidates([a_slice("busy", busy={0: 4})], SPOT, "4x4", 4, 4)] == ["busy"]
 
 
 # ---------------------------------------------------------------------------- choose_slice

@@ -245,6 +245,11 @@ class SlicePoolConfig(_Model):
         return catalog.lookup(self.generation, self.topology, self.machine_type)
 
     @property
+    def fallback_shapes(self) -> list[catalog.SliceShape]:
+        """The cross-generation shapes of the chain, in order (the driver's steps, docs/capacity.md)."""
+        return [catalog.lookup(f.generation, f.topology) for f in self.fallback]
+
+    @property
     def compute_class(self) -> str:
         return self.name
 

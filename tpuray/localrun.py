@@ -177,6 +177,39 @@ def emulated_shape(cluster: EmulatedCluster, manifest: dict[str, Any]) -> SliceS
     return specs[0].shape
 
 
+def emulated_fallbacks(cluster: EmulatedCluster, manifest: dict[str, Any], primary: SliceShape) -> list[SliceShape]:
+    """The emulated shapes of the object's other TPU groups, in the groups' order: what the
+    chain's later steps ask for on the emulator (a reduced slice has a smaller shape)."""
+    found: list[SliceShape] = []
+    for group in labels.ray_cluster_spec(manifest).get("workerGroupSpecs", []):
+        for spec in cluster.slices:
+            if spec.name.rsplit("-", 1)[0] != group["groupName"]:
+                continue
+            shape = catalog.find(spec.generation, spec.topology, spec.chips_per_host)
+            if shape != primary and shape not in found:
+                found.append(shape)
+    return found
+
+
+def _rewrite_fallbacks(job: LocalJob, cluster: EmulatedCluster, manifest: dict[str, Any], primary: SliceShape) -> None:
+    flag = contracts.flag("fallback_shapes")
+    rendered = job.argument(flag)
+    if rendered is None:
+        return
+    steps = [contracts.ShapeStep(*_step_values(s)) for s in emulated_fallbacks(cluster, manifest, primary)]
+    emulated = contracts.format_shapes(steps)
+    # Groups the emulator started no slice for (`local up --without-fallbacks`) keep their step.
+    if emulated and emulated != rendered and len(steps) == len(contracts.parse_shapes(rendered)):
+        argv = shlex.split(job.entrypoint)
+        argv[argv.index(flag) + 1] = emulated
+        job.entrypoint = shlex.join(argv)
+        job.rewrites.append(f"{flag}: {rendered} -> {emulated} (the emulated slices)")
+
+
+def _step_values(shape: SliceShape) -> tuple[str, str, int, int]:
+    return (shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
+
+
 def _python(entrypoint: str, rewrites: list[str]) -> str:
     # The job driver runs in the emulator's environment: `python` there is this virtualenv's.
     argv = shlex.split(entrypoint)
@@ -328,7 +361,9 @@ def run_train(
     bundle_zip: Path | None = None,
 ) -> dict:
     rayjob = rendered(stack, "RayJob")
-    job = job_for_emulator(rayjob, gcs_root(), emulated_shape(cluster, rayjob))
+    primary = emulated_shape(cluster, rayjob)
+    job = job_for_emulator(rayjob, gcs_root(), primary)
+    _rewrite_fallbacks(job, cluster, rayjob, primary)
     deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
     if steps is not None:
         _set_flag(job, "--steps", str(steps))

@@ -20,7 +20,7 @@ import yaml
 from infra.components import network, pod_security
 from infra.components.ray_cluster import KSA_NAME, ray_cluster_spec
 from ray_apps import contracts, health
-from tpuray import bundle, images, labels, llm_stack
+from tpuray import bundle, catalog, images, labels, llm_stack
 from tpuray.config import ConfigError, StackConfig
 from tpuray.gcp_rules import service_account_id
 
@@ -39,7 +39,8 @@ def _runtime_env(cfg: StackConfig) -> dict[str, Any]:
 def train_entrypoint(cfg: StackConfig) -> str:
     train = cfg.workloads.train
     assert train is not None
-    shape = cfg.pool(train.pool).shape
+    pool = cfg.pool(train.pool)
+    shape = pool.shape
     args = contracts.TrainArgs(
         accelerator_type=shape.ray_accelerator_type,
         topology=shape.topology,
@@ -56,8 +57,15 @@ def train_entrypoint(cfg: StackConfig) -> str:
         watchdog_factor=cfg.observability.hung_gang.step_factor,
         watchdog_floor_s=cfg.observability.hung_gang.floor_seconds,
         device="tpu",
+        # The chain's other shapes: the driver asks for them in order when the first gets no
+        # whole slice in time; GKE walks the capacity tiers of each shape (docs/capacity.md).
+        fallback_shapes=contracts.format_shapes([_shape_step(s) for s in pool.fallback_shapes]),
     )
     return shlex.join(["python", "-m", contracts.TRAIN_MODULE, *args.to_argv(contracts.RENDERED_TRAIN_FLAGS)])
+
+
+def _shape_step(shape: catalog.SliceShape) -> contracts.ShapeStep:
+    return contracts.ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
 
 
 def train_job(cfg: StackConfig) -> dict[str, Any]:

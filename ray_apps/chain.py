@@ -1,0 +1,210 @@
+"""The capacity chain as the training driver walks it (docs/capacity.md has the whole design).
+
+GKE takes the tier steps of one shape by itself: a worker group's pods select the slice pool's
+ComputeClass and the shape (accelerator, topology), never a tier, so GKE falls from one
+priority of that shape to the next (reservation, spot, on-demand...). What GKE cannot do is
+change the shape: a v6e pod never lands on a v5e node. That step is the driver's:
+
+    for each shape of the chain, in order:
+        ask Ray for `num_slices` heads of that shape (a placement group on the shape's
+        TPU-<pod type>-head resource: the demand Ray's autoscaler scales that shape's worker
+        group for; KubeRay gives worker 0 of every replica that resource);
+        wait up to `deadline_s` for that many whole, fully free slices of the shape;
+        got them: hand the shape to JaxTrainer; else give the demand back, next shape.
+    none in time: ChainExhaustedError, naming every step and what it saw.
+
+A slice counts only when every host of it is alive and free: a slice that came up with 3 of
+4 hosts (a stockout in the middle of a spot scale-up) is no slice.
+
+The Ray-free core (`walk`) takes the inventory, the demand and the clock as arguments, so
+its choices are tested with fake inventories (tests/test_chain.py); `RayHeadDemand` is the
+demand on a live cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ray_apps import slices
+from ray_apps.contracts import ShapeStep
+
+UNKNOWN_TIER = "unknown"
+
+
+class ChainExhaustedError(slices.SliceUnavailableError):
+    """No step of the capacity chain gave whole slices before its deadline."""
+
+
+@dataclass(frozen=True)
+class StepAttempt:
+    """What one step of the chain got: the slices it ran on, or what it saw at its deadline."""
+
+    index: int
+    step: ShapeStep
+    granted: bool
+    waited_s: float
+    slices: tuple[str, ...] = ()
+    tier: str | None = None
+    seen: str = ""
+
+    def describe(self) -> str:
+        head = f"step {self.index + 1}: {self.step.describe()}"
+        if self.granted:
+            return f"{head}: got {', '.join(self.slices)} (tier {self.tier}) after {self.waited_s:.1f} s"
+        return f"{head}: no whole free slice within {self.waited_s:.1f} s; {self.seen}"
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "step": self.index + 1,
+            "shape": self.step.to_flag(),
+            "granted": self.granted,
+            "waited_s": round(self.waited_s, 2),
+            "slices": list(self.slices),
+            "tier": self.tier,
+            "seen": self.seen,
+        }
+
+
+@dataclass(frozen=True)
+class ChainChoice:
+    """The step the driver runs on, and every step it tried before."""
+
+    index: int
+    step: ShapeStep
+    slices: tuple[str, ...]
+    tier: str
+    tried: tuple[StepAttempt, ...] = field(default_factory=tuple)
+
+    def record(self) -> dict[str, Any]:
+        """The result's `capacity` entry: shape, tier, and the steps tried."""
+        return {
+            "step": self.index + 1,
+            "shape": self.step.to_flag(),
+            "accelerator_type": self.step.accelerator_type,
+            "topology": self.step.topology,
+            "hosts_per_slice": self.step.hosts_per_slice,
+            "chips_per_host": self.step.chips_per_host,
+            "slices": list(self.slices),
+            "tier": self.tier,
+            "tried": [t.record() for t in self.tried],
+        }
+
+
+class Demand(Protocol):
+    """Asks the cluster for slices of a shape (so an autoscaler scales them up) and lets go."""
+
+    def ask(self, step: ShapeStep, num_slices: int) -> Any: ...
+
+    def cancel(self, handle: Any) -> None: ...
+
+
+def whole_free_slices(views: Sequence[slices.SliceView], step: ShapeStep) -> list[slices.SliceView]:
+    """The slices of the step's shape whose hosts are all alive and free, by name."""
+    selector = {slices.ACCELERATOR_TYPE: step.accelerator_type}
+    found = slices.candidates(views, selector, step.topology, step.hosts_per_slice, step.chips_per_host)
+    return [v for v in found if v.free]
+
+
+def tier_of(view: slices.SliceView) -> str:
+    """The capacity tier a slice runs on: the tier label where the nodes carry one (the emulator;
+    on GKE a node's tier is GKE's choice), else Ray's market type, else unknown."""
+    lab = view.labels
+    return lab.get(slices.CAPACITY_TIER) or lab.get(slices.MARKET_TYPE) or UNKNOWN_TIER
+
+
+def _seen(views: Sequence[slices.SliceView], step: ShapeStep, num_slices: int) -> str:
+    same_kind = [
+        v
+        for v in views
+        if v.labels.get(slices.ACCELERATOR_TYPE) == step.accelerator_type and v.topology == step.topology
+    ]
+    if not same_kind:
+        return "no slice of this shape came up"
+    free = len(whole_free_slices(views, step))
+    return f"{free} whole free of {num_slices} needed; " + "; ".join(v.describe() for v in same_kind)
+
+
+def walk(
+    chain: Sequence[ShapeStep],
+    *,
+    num_slices: int,
+    deadline_s: float,
+    inventory: Callable[[], Sequence[slices.SliceView]],
+    demand: Demand | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 0.5,
+    log: Callable[[str], None] = lambda _line: None,
+) -> ChainChoice:
+    """The first step of the chain with `num_slices` whole free slices within `deadline_s` of
+    asking for it; ChainExhaustedError naming every step when none has."""
+    if not chain:
+        raise ValueError("the capacity chain has no step")
+    tried: list[StepAttempt] = []
+    for index, step in enumerate(chain):
+        start = clock()
+        handle = demand.ask(step, num_slices) if demand is not None else None
+        log(f"tpuray chain: step {index + 1}/{len(chain)}: asking for {num_slices} x {step.describe()}")
+        views: Sequence[slices.SliceView] = ()
+        try:
+            while True:
+                views = inventory()
+                free = whole_free_slices(views, step)
+                if len(free) >= num_slices:
+                    chosen = free[:num_slices]
+                    tiers = sorted({tier_of(v) for v in chosen})
+                    attempt = StepAttempt(
+                        index, step, True, clock() - start, tuple(v.name for v in chosen), ",".join(tiers)
+                    )
+                    log("tpuray chain: " + attempt.describe())
+                    return ChainChoice(index, step, attempt.slices, ",".join(tiers), tuple([*tried, attempt]))
+                remaining = deadline_s - (clock() - start)
+                if remaining <= 0:
+                    break
+                sleep(min(poll_s, remaining))
+        finally:
+            if handle is not None and demand is not None:
+                demand.cancel(handle)
+        attempt = StepAttempt(index, step, False, clock() - start, seen=_seen(views, step, num_slices))
+        log("tpuray chain: " + attempt.describe())
+        tried.append(attempt)
+    raise ChainExhaustedError(exhausted_message(tried, num_slices, deadline_s))
+
+
+def exhausted_message(tried: Sequence[StepAttempt], num_slices: int, deadline_s: float) -> str:
+    lines = [
+        f"no step of the capacity chain gave {num_slices} whole free slice(s) within {deadline_s:g} s per step; "
+        f"tried {len(tried)} step(s):"
+    ]
+    lines += [f"  - {t.describe()}" for t in tried]
+    return "\n".join(lines)
+
+
+# pragma: no mutate start (a live Ray cluster: covered by the emulator tests in tests/test_chain_emulated.py)
+class RayHeadDemand:
+    """A placement group of `num_slices` bundles on the shape's TPU-<pod type>-head resource.
+
+    KubeRay's autoscaling config gives worker 0 of each replica of a TPU worker group that
+    resource (ray/autoscaler/_private/kuberay/autoscaling_config.py, from the group's
+    gke-tpu-accelerator and gke-tpu-topology nodeSelectors), so a pending bundle on it is the
+    demand Ray's autoscaler answers by adding a replica (one slice) of that group; the pod
+    type is Ray's own (infer_tpu_pod_type_from_topology, as SlicePlacementGroup names it)."""
+
+    def ask(self, step: ShapeStep, num_slices: int) -> Any:
+        from ray._private.accelerators.tpu import infer_tpu_pod_type_from_topology
+        from ray.util.placement_group import placement_group
+
+        pod_type = infer_tpu_pod_type_from_topology(step.topology, step.accelerator_type)
+        head = f"TPU-{pod_type}-head"
+        return placement_group([{head: 1.0}] * num_slices, strategy="SPREAD", name=f"tpuray-chain-{pod_type}")
+
+    def cancel(self, handle: Any) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(handle)
+
+
+# pragma: no mutate end
