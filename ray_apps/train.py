@@ -234,6 +234,8 @@ def _placement(rank: int) -> dict[str, Any]:
         "rank": rank,
         "slice": os.environ.get("TPU_NAME"),
         "pod_type": os.environ.get("TPU_ACCELERATOR_TYPE"),  # the shape: v6e-16, v5litepod-16...
+        # Multi-slice: what JaxTrainer gives each worker for MXLA over DCN (coordinator, slices, slice id).
+        "megascale": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MEGASCALE_")},
         "tpu_worker_id": os.environ.get("TPU_WORKER_ID"),
         "node_id": ray.get_runtime_context().get_node_id(),
         "pid": os.getpid(),
@@ -343,7 +345,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         )
         resumed_from = None
     attempt = len(state.attempts) + 1
-    placement = _placement(rank)
+    placement = {**_placement(rank), "jax_processes": jax.process_count()}
     state.attempts.append(
         {
             "attempt": attempt,

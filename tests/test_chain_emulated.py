@@ -1,0 +1,180 @@
+"""The capacity chain and multi-slice training on emulated slices (docs/capacity.md).
+
+One cluster for the module (in-process: it dies with the test process): two v6e 4x4 slices,
+one on the spot tier and one on-demand (GKE's two tiers of the shape), and one v5e 4x4 slice
+(the chain's cross-generation step). The tests run in file order and take hosts away as they
+go, the way preemptions and stockouts would:
+1. the ray_apps.train driver trains one gang over both v6e slices (8 workers, MEGASCALE_*);
+2. a host of the spot slice dies: the chain's first step gets the on-demand slice;
+3. a host of the on-demand slice dies too: no whole v6e slice, the driver trains on v5e;
+4. a chain of shapes none of which has a whole slice fails at its deadline naming each step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from ray_apps import chain, data, slices, train
+from ray_apps.contracts import ShapeStep
+from tpuray import catalog
+from tpuray.emulator import EmulatedCluster, SliceSpec
+
+pytestmark = pytest.mark.slow
+
+V6E = catalog.lookup("v6e", "4x4")
+V5E = catalog.lookup("v5e", "4x4")
+SPOT, ON_DEMAND, V5E_SLICE = "v6e-chain-spot-0", "v6e-chain-on-demand-0", "v5e-chain-0"
+STEPS, BATCH = 4, 16
+REPO = Path(__file__).resolve().parent.parent
+
+
+def step_of(shape: catalog.SliceShape) -> ShapeStep:
+    return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmulatedCluster]:
+    import ray
+
+    specs = [
+        SliceSpec.from_shape(SPOT, "train", V6E, "spot", tier="spot"),
+        SliceSpec.from_shape(ON_DEMAND, "train", V6E, "on-demand", tier="on-demand"),
+        SliceSpec.from_shape(V5E_SLICE, "train", V5E, "on-demand", tier="on-demand"),
+    ]
+    state_dir = tempfile.mkdtemp(prefix="tpch-", dir="/tmp")  # short: Ray puts sockets under it
+    emu = EmulatedCluster.start(specs, state_dir=state_dir, name="test-chain")
+    pids = emu.pids()
+    try:
+        emu.connect()
+        yield emu
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        leftover = emu.stop()
+        assert leftover == []
+        assert [p for p in pids if psutil.pid_exists(p)] == []
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("chain")
+    data.write_synthetic(str(root / "data"), rows=2 * V6E.hosts * BATCH * STEPS, fmt="parquet", files=2)
+    return root
+
+
+def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: Any) -> tuple[int, dict, str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "ray_apps.train",
+        "--device=emulated",
+        f"--accelerator-type={V6E.ray_accelerator_type}",
+        f"--topology={V6E.topology}",
+        f"--hosts-per-slice={V6E.hosts}",
+        f"--chips-per-host={V6E.chips_per_host}",
+        f"--steps={STEPS}",
+        "--checkpoint-every=2",
+        f"--batch-size={BATCH}",
+        f"--data-uri={workdir / 'data'}",
+        f"--storage-uri={workdir / 'runs'}",
+        f"--run-name={run_name}",
+        *[f"--{k.replace('_', '-')}={v}" for k, v in flags.items()],
+    ]
+    env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=400)
+    output = done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(train.RESULT_PREFIX)]
+    assert lines, output[-4000:]
+    return done.returncode, json.loads(lines[-1][len(train.RESULT_PREFIX) :]), output
+
+
+def kill_and_wait(cluster: EmulatedCluster, slice_name: str, worker: int) -> None:
+    """A preemption: the host dies, and Ray's view of the slice loses it."""
+    cluster.kill_host(slice_name, worker)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all(len(v.hosts) < V6E.hosts for v in slices.slice_inventory() if v.name == slice_name):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"Ray still shows every host of {slice_name} 60 s after one died")
+
+
+def test_two_v6e_slices_train_as_one_gang_with_megascale_env_per_worker(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    code, result, output = run_driver(cluster, workdir, "multislice", slices=2, slice_deadline_s=60)
+    assert code == 0, output[-4000:]
+    placed = [p for p in result["placements"] if p["attempt"] == 1]
+    assert len(placed) == 8
+    by_slice = {name: sorted(p["tpu_worker_id"] for p in placed if p["slice"] == name) for name in (SPOT, ON_DEMAND)}
+    assert by_slice == {SPOT: ["0", "1", "2", "3"], ON_DEMAND: ["0", "1", "2", "3"]}
+    assert {p["jax_processes"] for p in placed} == {8}
+    coordinators = {p["megascale"]["MEGASCALE_COORDINATOR_ADDRESS"] for p in placed}
+    assert len(coordinators) == 1
+    assert {p["megascale"]["MEGASCALE_NUM_SLICES"] for p in placed} == {"2"}
+    # One slice id per slice, the same on each of its 4 workers.
+    ids = {name: {p["megascale"]["MEGASCALE_SLICE_ID"] for p in placed if p["slice"] == name} for name in by_slice}
+    assert sorted(v for s in ids.values() for v in s) == ["0", "1"]
+    assert result["capacity"]["slices"] == [ON_DEMAND, SPOT]
+    assert result["final_step"] == STEPS
+
+
+def test_a_preempted_spot_slice_leaves_the_chain_on_the_on_demand_tier_of_the_shape(cluster: EmulatedCluster) -> None:
+    kill_and_wait(cluster, SPOT, 1)
+    choice = chain.walk(
+        [step_of(V6E), step_of(V5E)],
+        num_slices=1,
+        deadline_s=10,
+        inventory=slices.slice_inventory,
+        demand=chain.RayHeadDemand(),
+    )
+    assert (choice.index, choice.slices, choice.tier) == (0, (ON_DEMAND,), "on-demand")
+
+
+def test_without_a_whole_v6e_slice_the_job_trains_on_the_v5e_fallback_shape(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    kill_and_wait(cluster, ON_DEMAND, 2)
+    code, result, output = run_driver(
+        cluster, workdir, "fallback", slice_deadline_s=5, fallback_shapes=step_of(V5E).to_flag()
+    )
+    assert code == 0, output[-4000:]
+    capacity = result["capacity"]
+    assert (capacity["step"], capacity["shape"], capacity["slices"], capacity["tier"]) == (
+        2,
+        "TPU-V5LITEPOD:4x4:4:4",
+        [V5E_SLICE],
+        "on-demand",
+    )
+    assert [t["granted"] for t in capacity["tried"]] == [False, True]
+    assert {(p["slice"], p["pod_type"]) for p in result["placements"]} == {(V5E_SLICE, "v5litepod-16")}
+    assert result["final_step"] == STEPS and result["history_problems"] == []
+
+
+def test_a_chain_with_no_whole_slice_fails_at_its_deadline_naming_every_step(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    v4 = catalog.lookup("v4", "2x2x4")
+    started = time.monotonic()
+    code, result, _ = run_driver(cluster, workdir, "nothing", slice_deadline_s=3, fallback_shapes=step_of(v4).to_flag())
+    assert code == 1
+    assert time.monotonic() - started < 120
+    error = result["error"]
+    assert error.startswith("ChainExhaustedError: no step of the capacity chain gave 1 whole free slice(s) within 3 s")
+    assert "step 1: TPU-V6E 4x4 (4 hosts x 4 chips): no whole free slice" in error
+    assert f"{SPOT} (TPU-V6E, 4x4, spot, 3 hosts)" in error
+    assert (
+        "step 2: TPU-V4 2x2x4 (4 hosts x 4 chips): no whole free slice within 3.0 s; no slice of this shape came up"
+        in (error)
+    )
