@@ -28,7 +28,7 @@ import pytest
 from ray_apps import chain, data, slices, train
 from ray_apps.contracts import ShapeStep
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -48,12 +48,12 @@ def cluster() -> Iterator[EmulatedCluster]:
     import ray
 
     specs = [
-        SliceSpec.from_shape(SPOT, "train", V6E, "spot", tier="spot"),
-        SliceSpec.from_shape(ON_DEMAND, "train", V6E, "on-demand", tier="on-demand"),
-        SliceSpec.from_shape(V5E_SLICE, "train", V5E, "on-demand", tier="on-demand"),
+        SliceSpec(SPOT, "train", V6E, "spot", tier="spot"),
+        SliceSpec(ON_DEMAND, "train", V6E, "on-demand", tier="on-demand"),
+        SliceSpec(V5E_SLICE, "train", V5E, "on-demand", tier="on-demand"),
     ]
     state_dir = tempfile.mkdtemp(prefix="tpch-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(specs, state_dir=state_dir, name="test-chain")
+    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="test-chain")
     pids = emu.pids()
     try:
         emu.connect()

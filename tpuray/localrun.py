@@ -185,7 +185,7 @@ def emulated_fallbacks(cluster: EmulatedCluster, manifest: dict[str, Any], prima
         for spec in cluster.slices:
             if spec.name.rsplit("-", 1)[0] != group["groupName"]:
                 continue
-            shape = catalog.find(spec.generation, spec.topology, spec.chips_per_host)
+            shape = spec.shape
             if shape != primary and shape not in found:
                 found.append(shape)
     return found
