@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tpuray import llm_stack
+from tpuray import hf_token, llm_stack
 from tpuray.config import ConfigError, StackConfig, parse_stack_config, stacks_dir
 
 PROD = {
@@ -136,7 +136,7 @@ def test_what_rays_llm_config_rejects_comes_back_naming_the_engine_kwarg() -> No
 def test_a_secret_manager_reference_mounts_the_token_as_a_file_never_a_value() -> None:
     data = llm_stack.llm_config_data(parse(stack(hfTokenSecret="projects/acme-ml-prod/secrets/hf-token")))
     assert data["runtime_env"]["env_vars"]["HF_TOKEN_PATH"] == "/var/run/secrets/huggingface/token"
-    assert llm_stack.plaintext_token_paths(data) == []
+    assert hf_token.plaintext_token_paths(data) == []
 
 
 def test_a_plaintext_token_as_the_secret_is_rejected_without_echoing_it() -> None:

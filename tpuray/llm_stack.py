@@ -23,13 +23,12 @@ from typing import Any
 from tpuray import catalog
 from tpuray.config import NAMESPACE, StackConfig
 from tpuray.errors import ConfigError
+from tpuray.hf_token import HF_TOKEN, plaintext_token_paths
 
 KEY = f"{NAMESPACE}:workloads.serve"
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 _GCS_FOLDER = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/\S+$")
 _SECRET_REF = re.compile(r"^projects/[^/\s]+/secrets/[A-Za-z0-9_-]{1,255}(/versions/(latest|[1-9][0-9]*))?$")
-# A Hugging Face user access token: "hf_" and 34+ letters/digits (huggingface.co/docs/hub/security-tokens).
-HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
 # Keys the stack sets by name so there is one place for each (and the catalog does the arithmetic).
 _OWNED_ENGINE_KWARGS = {
     "tensor_parallel_size": "tensorParallelSize",
@@ -55,17 +54,6 @@ def max_replicas(cfg: StackConfig) -> int:
     serve = cfg.workloads.serve
     assert serve is not None
     return serve.autoscaling.max_replicas if serve.autoscaling else serve.replicas
-
-
-def plaintext_token_paths(value: Any, path: str = "") -> list[str]:
-    """Paths (a.b[0].c) of strings in value that hold a Hugging Face token in plain text."""
-    if isinstance(value, str):
-        return [path or "."] if HF_TOKEN.search(value) else []
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in plaintext_token_paths(v, f"{path}.{k}" if path else str(k))]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in plaintext_token_paths(v, f"{path}[{i}]")]
-    return []
 
 
 def stack_lines(cfg: StackConfig) -> list[str]:
@@ -199,10 +187,3 @@ def llm_config(cfg: StackConfig) -> Any:
 def llm_config_data(cfg: StackConfig) -> dict[str, Any]:
     """The validated LLMConfig as the JSON data a Serve config carries."""
     return llm_config(cfg).model_dump(mode="json", exclude_unset=True)
-
-
-def assert_no_plaintext_token(obj: Any, where: str) -> None:
-    """Raise when a rendered object carries a Hugging Face token in plain text."""
-    found = plaintext_token_paths(obj)
-    if found:
-        raise ConfigError([f"{where}.{p}: holds a Hugging Face token in plain text" for p in found])
