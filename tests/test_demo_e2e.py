@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ray_fixtures import free_port
 from tests.test_local_run_e2e import local_env, small_stack, tpuray  # noqa: F401 (fixtures)
 
 
@@ -17,7 +18,10 @@ def test_short_demo_writes_the_loss_curve_and_the_summary(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "demo"
-    result = tpuray(local_env, "demo", str(small_stack), "--steps", "6", "--out", str(out), timeout=900)
+    port = str(free_port())  # Serve's default 8000 may be another test's, on the other xdist worker
+    result = tpuray(
+        local_env, "demo", str(small_stack), "--steps", "6", "--out", str(out), "--serve-port", port, timeout=900
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
     summary = (out / "summary.md").read_text()

@@ -18,6 +18,7 @@ import psutil
 import pytest
 import yaml
 
+from tests.ray_fixtures import free_port
 from tpuray import emulator
 from tpuray.config import stacks_dir
 
@@ -76,7 +77,8 @@ def test_service_deployed_before_training_waits_for_the_checkpoint_then_serves(s
     assert up.returncode == 0, up.stderr + up.stdout
 
     serve = subprocess.Popen(
-        [sys.executable, "-m", "tpuray", "local", "run", "serve", str(small_stack), "--timeout", "600"],
+        [sys.executable, "-m", "tpuray", "local", "run", "serve", str(small_stack), "--timeout", "600",
+         "--serve-port", str(free_port())],
         cwd=REPO, env=local_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     state_dir = Path(local_env[emulator.LOCAL_DIR_ENV]) / "e2e"

@@ -59,6 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--steps", type=int, default=None, help="train: override the RayJob's --steps for a short run")
     run.add_argument("--rows", type=int, default=4096, help="data: rows to generate when the data location is empty")
     run.add_argument("--request", default=None, help="serve: JSON body for POST /predict (default: a sample)")
+    run.add_argument(
+        "--serve-port",
+        type=int,
+        default=None,
+        help="serve: Serve's HTTP port on 127.0.0.1 (default 8000; another one while something else holds 8000)",
+    )
     run.add_argument("--timeout", type=float, default=900, help="seconds before the run is stopped (default 900)")
     run.add_argument(
         "--bundle",
@@ -119,7 +125,8 @@ def run_workload(args: argparse.Namespace) -> int:
             request = json.loads(args.request) if args.request else None
         except json.JSONDecodeError as exc:
             raise UserError(f"--request: not valid JSON ({exc})") from None
-        result = localrun.run_serve(cluster, stack, console, request, args.timeout, bundle_zip=args.bundle)
+        port = args.serve_port or localrun.SERVE_HTTP_PORT
+        result = localrun.run_serve(cluster, stack, console, request, args.timeout, port, bundle_zip=args.bundle)
     console.print_json(json.dumps(result, default=str))
     return 0
 
