@@ -37,6 +37,7 @@ from ray_apps.contracts import RESULT_PREFIX
 from tpuray import bundle, labels, storage_emulator
 from tpuray.catalog import SliceShape
 from tpuray.errors import UserError
+from tpuray.llm_emulator import rewrite as llm_rewrite
 from tpuray.mockrun import StackRun
 
 if TYPE_CHECKING:
@@ -137,6 +138,9 @@ def serve_config_for_emulator(
                 if key in args and str(args[key]) != new:
                     rewrites.append(f"args.{key}: {args[key]} -> {new} (the emulated slice)")
                     args[key] = type(args[key])(new) if not isinstance(args[key], str) else new
+    for app in config["applications"]:
+        if llm_rewrite.is_llm_app(app):  # Ray Serve LLM: the CPU stand-in engine (tpuray/llm_emulator)
+            rewrites += llm_rewrite.rewrite_app(app, emulated)
     config["http_options"] = {"host": "127.0.0.1", "port": http_port}
     rewrites.append(f"http_options: 127.0.0.1:{http_port} (addresses: loopback only on a shared machine)")
     return config, rewrites
@@ -398,9 +402,17 @@ def run_serve(
 ) -> dict[str, Any]:
     """Deploy the RayService's serveConfigV2 through Serve's REST API, wait, and query it."""
     rayservice = rendered(stack, "RayService")
-    config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), emulated_shape(cluster, rayservice), http_port)
+    shape = emulated_shape(cluster, rayservice)
+    raw_apps = yaml.safe_load(rayservice["spec"]["serveConfigV2"])["applications"]
+    missing = [
+        line for app in raw_apps if llm_rewrite.is_llm_app(app) for line in llm_rewrite.topology_problems(app, shape)
+    ]
+    if missing:  # fail before deploying, not after a deadline spent in DEPLOYING
+        raise UserError(missing[0], code=1)
+    config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), shape, http_port)
     for app in config["applications"]:
-        deliver(cluster, app.setdefault("runtime_env", {}), rewrites, bundle_zip)
+        if not llm_rewrite.is_llm_app(app):  # Ray's own LLM app runs no code of the bundle
+            deliver(cluster, app.setdefault("runtime_env", {}), rewrites, bundle_zip)
     _print_rewrites(console, "serve", rewrites)
     base = cluster.state.dashboard_url
     t0 = time.monotonic()
@@ -409,7 +421,8 @@ def run_serve(
     milestones["config accepted"] = round(time.monotonic() - t0, 2)
     console.print(f"[bold]deployed[/] serveConfigV2 through {base}/api/serve/applications/")
     for app in config["applications"]:
-        console.print(f"{app['name']}: working_dir {app['runtime_env']['working_dir']} (GCS emulator)")
+        if "working_dir" in app.get("runtime_env", {}):
+            console.print(f"{app['name']}: working_dir {app['runtime_env']['working_dir']} (GCS emulator)")
     names = [app["name"] for app in config["applications"]]
     # A checkpoint replica may wait for its training run (ray_apps.serve.wait_for_checkpoint).
     deadline = time.monotonic() + timeout_s
@@ -435,9 +448,11 @@ def run_serve(
     endpoint = f"http://127.0.0.1:{http_port}"
     health = _http("GET", f"{endpoint}/healthz")
     console.print(f"GET {endpoint}/healthz -> {json.dumps(health)}")
-    body = request if request is not None else SAMPLE_REQUEST
-    answer = _http("POST", f"{endpoint}/predict", body)
-    console.print(f"POST {endpoint}/predict {json.dumps(body)} -> {json.dumps(answer)}")
+    llm_app = next((app for app in config["applications"] if llm_rewrite.is_llm_app(app)), None)
+    route = "/v1/chat/completions" if llm_app else "/predict"
+    body = request if request is not None else (llm_rewrite.sample_chat(llm_app) if llm_app else SAMPLE_REQUEST)
+    answer = _http("POST", f"{endpoint}{route}", body)
+    console.print(f"POST {endpoint}{route} {json.dumps(body)} -> {json.dumps(answer)}")
     milestones["answered"] = round(time.monotonic() - t0, 2)
     return {"health": health, "request": body, "response": answer, "milestones": milestones}
 

@@ -1,0 +1,3 @@
+from vllm._stub_types import FrontendArgs
+
+__all__ = ["FrontendArgs"]
