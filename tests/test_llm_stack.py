@@ -87,8 +87,9 @@ def test_autoscaling_bounds_render_serves_autoscaling_config() -> None:
 
 def test_autoscaling_beyond_the_pools_slices_is_rejected() -> None:
     assert errors(stack(replicas=None, autoscaling={"maxReplicas": 3})) == [
-        "tpuray:workloads.serve.autoscaling.maxReplicas: 3 is invalid; each replica holds one slice and pool "
-        "'v6e-serve' has 2"
+        "tpuray:workloads.serve.autoscaling.maxReplicas: workloads on pool 'v6e-serve' need 3 slices "
+        "(tpuray:workloads.serve.autoscaling.maxReplicas) but the pool has 2; raise slicePools 'v6e-serve'.slices "
+        "or move a workload to another pool"
     ]
 
 
@@ -152,4 +153,14 @@ def test_a_plaintext_token_anywhere_in_the_serve_keys_is_rejected() -> None:
     assert errors(stack(engineKwargs={"hf_overrides": {"token": TOKEN}})) == [
         "tpuray:workloads.serve.engineKwargs.hf_overrides.token: holds a Hugging Face token in plain text; store it "
         "in Secret Manager and set tpuray:workloads.serve.hfTokenSecret to projects/PROJECT/secrets/NAME"
+    ]
+
+
+def test_autoscaled_serve_claims_its_max_replicas_beside_training_on_the_same_pool() -> None:
+    raw = stack(replicas=None, autoscaling={"minReplicas": 1, "maxReplicas": 2})
+    raw["workloads"]["train"]["pool"] = "v6e-serve"  # 2 training slices + up to 2 serving on 2 slices
+    assert errors(raw) == [
+        "tpuray:workloads.serve.autoscaling.maxReplicas: workloads on pool 'v6e-serve' need 4 slices "
+        "(tpuray:workloads.serve.autoscaling.maxReplicas, tpuray:workloads.train.slices) but the pool has 2; raise "
+        "slicePools 'v6e-serve'.slices or move a workload to another pool"
     ]

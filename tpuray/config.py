@@ -639,6 +639,8 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
             )
             continue
         count = getattr(workload, count_key)
+        if kind == "serve" and workload.autoscaling is not None:  # at most maxReplicas slices
+            count_key, count = "autoscaling.maxReplicas", workload.autoscaling.max_replicas
         demand.setdefault(workload.pool, []).append((f"{key}.{count_key}", count))
     for pool_name, claims in demand.items():
         pool = cfg.pool(pool_name)

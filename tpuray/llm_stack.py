@@ -101,11 +101,7 @@ def stack_lines(cfg: StackConfig) -> list[str]:
         lines.append(
             f"{KEY}.{field}: {devices(cfg)} chips per replica (tensor x pipeline parallel) is invalid; {problem}"
         )
-    if serve.autoscaling and serve.autoscaling.max_replicas > pool.slices:
-        lines.append(
-            f"{KEY}.autoscaling.maxReplicas: {serve.autoscaling.max_replicas} is invalid; each replica holds one "
-            f"slice and pool {pool.name!r} has {pool.slices}"
-        )
+    # More replicas than the pool has slices: the stack's slice-demand check (tpuray/config.py).
     return lines
 
 
