@@ -58,7 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml) or path; its cluster must be up")
     run.add_argument("--steps", type=int, default=None, help="train: override the RayJob's --steps for a short run")
     run.add_argument("--rows", type=int, default=4096, help="data: rows to generate when the data location is empty")
-    run.add_argument("--request", default=None, help="serve: JSON body for POST /predict (default: a sample)")
+    run.add_argument(
+        "--request",
+        default=None,
+        help="serve: JSON body for POST /predict, or /v1/chat/completions for an llm stack (default: a sample)",
+    )
     run.add_argument(
         "--serve-port",
         type=int,
