@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -116,6 +117,7 @@ def llm_cluster() -> Iterator[tuple[Any, Any]]:
         yield cluster, run
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
         if saved is None:
             os.environ.pop(emulator.LOCAL_DIR_ENV, None)
         else:
