@@ -19,16 +19,17 @@ class Shape:
     hosts: int  # VMs per slice = numOfHosts = node count of a slice's node pool
     chips: int  # google.com/tpu per pod = chips per VM
     ray_accelerator_type: str
+    pod_type: str  # Ray's TPU pod type: what names a worker group and its TPU-<pod type>-head
 
     @property
     def multi_host(self) -> bool:
         return self.hosts > 1
 
 
-V6E_4X4 = Shape("v6e", "tpu-v6e-slice", "4x4", "ct6e-standard-4t", 4, 4, "TPU-V6E")
-V6E_2X2 = Shape("v6e", "tpu-v6e-slice", "2x2", "ct6e-standard-4t", 1, 4, "TPU-V6E")
-V5E_4X4 = Shape("v5e", "tpu-v5-lite-podslice", "4x4", "ct5lp-hightpu-4t", 4, 4, "TPU-V5LITEPOD")
-V5E_2X4_ONE_VM = Shape("v5e", "tpu-v5-lite-podslice", "2x4", "ct5lp-hightpu-8t", 1, 8, "TPU-V5LITEPOD")
+V6E_4X4 = Shape("v6e", "tpu-v6e-slice", "4x4", "ct6e-standard-4t", 4, 4, "TPU-V6E", "v6e-16")
+V6E_2X2 = Shape("v6e", "tpu-v6e-slice", "2x2", "ct6e-standard-4t", 1, 4, "TPU-V6E", "v6e-4")
+V5E_4X4 = Shape("v5e", "tpu-v5-lite-podslice", "4x4", "ct5lp-hightpu-4t", 4, 4, "TPU-V5LITEPOD", "v5litepod-16")
+V5E_2X4_ONE_VM = Shape("v5e", "tpu-v5-lite-podslice", "2x4", "ct5lp-hightpu-8t", 1, 8, "TPU-V5LITEPOD", "v5litepod-8")
 
 # stack -> slice pool -> its shape, then its cross-generation fallbacks in order
 POOLS: dict[str, dict[str, list[Shape]]] = {

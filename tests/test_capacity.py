@@ -17,7 +17,7 @@ from tpuray.cost import cost_table, stack_cost
 from tpuray.mockrun import StackRun, run_stack
 
 # A made-up tier: capacity bounded to 7 days (as DWS calendar mode gives), with the provider's
-# and the CRD's real fields for that bound, its own node label and its own price.
+# and the CRD's real fields for that bound, its own node label and taint and its own price.
 CALENDAR = capacity.Tier(
     key="calendar",
     config_key="calendar",
@@ -26,6 +26,7 @@ CALENDAR = capacity.Tier(
     market_type="on-demand",
     from_zero=True,
     node_label="example.com/calendar-block",
+    tainted=True,
     node_config=lambda _ref, _project: {"max_run_duration": "604800s"},
     priority=lambda _ref: {"maxRunDurationSeconds": 604800},
     node_config_marker={"maxRunDuration": "604800s"},
@@ -98,17 +99,16 @@ def test_an_added_tier_is_the_first_compute_class_priority(calendar_run: StackRu
     assert calendar_run.keys[cc.name].startswith("tpu-v6e-slice 4x4 calendar (7 days) → tpu-v6e-slice 4x4 spot")
 
 
-def test_an_added_tier_gets_its_own_worker_group_on_its_own_nodes(calendar_run: StackRun) -> None:
-    groups = _ray_job_groups(calendar_run)
-    assert list(groups) == ["train-calendar", "train-spot", "train-on-demand"]
-    calendar = groups["train-calendar"]
-    assert calendar["labels"]["ray.io/market-type"] == "on-demand"
-    assert calendar["labels"]["tpuray.dev/capacity-tier"] == "calendar"
-    assert calendar["template"]["spec"]["nodeSelector"]["example.com/calendar-block"] == "true"
-    # On-demand is the node with none of the other tiers' labels: now also not a calendar node.
-    on_demand = groups["train-on-demand"]["template"]["spec"]["affinity"]["nodeAffinity"]
-    terms = on_demand["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert {"key": "example.com/calendar-block", "operator": "DoesNotExist"} in terms[0]["matchExpressions"]
+def test_an_added_tier_is_walked_inside_the_shapes_worker_group_which_tolerates_its_taint(
+    calendar_run: StackRun,
+) -> None:
+    (group,) = _ray_job_groups(calendar_run).values()
+    assert group["groupName"] == "train-v6e-16"
+    pod = group["template"]["spec"]
+    assert "example.com/calendar-block" not in pod["nodeSelector"]
+    assert {"key": "example.com/calendar-block", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in (
+        pod["tolerations"]
+    )
 
 
 def test_an_added_tier_is_priced_from_the_stack_config_in_the_cost_table(calendar_run: StackRun) -> None:

@@ -22,22 +22,23 @@ REPO = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------------------- plan
 
 
-def test_plan_emulates_every_rendered_tpu_worker_group_at_full_size() -> None:
-    run = mocked("dev")
-    plan = emulator.plan_slices(run, max_hosts=100)
+def test_plan_emulates_each_shape_group_on_every_tier_gke_may_walk_for_it() -> None:
+    plan = emulator.plan_slices(mocked("dev"), max_hosts=100)
     assert plan.notes == ()
-    expected = []
-    for workload, role in ((run.config.workloads.train, "train"), (run.config.workloads.serve, "serve")):
-        pool = run.config.pool(workload.pool)
-        for tier in pool.capacity:  # every tier's group, so fallbacks have somewhere to go
-            expected += [(f"{role}-{tier.kind.key}-{i}", pool.shape, tier) for i in range(pool.slices)]
-    assert sorted(s.name for s in plan.slices) == sorted(name for name, _, _ in expected)
-    by_name = {s.name: s for s in plan.slices}
-    for name, shape, tier in expected:
-        spec = by_name[name]
-        assert spec.shape == shape
-        assert spec.reduced_from is None
-        assert (spec.market_type, spec.tier) == (tier.market_type, tier.kind.key)
+    # dev: one group per shape; its ComputeClass walks spot, then on-demand: a replica on each.
+    assert [(s.name, s.shape.topology, s.shape.hosts, s.market_type, s.tier, s.reduced_from) for s in plan.slices] == [
+        ("train-v6e-16-0", "4x4", 4, "spot", "spot", None),
+        ("train-v6e-16-1", "4x4", 4, "on-demand", "on-demand", None),
+        ("serve-v6e-4-0", "2x2", 1, "spot", "spot", None),
+        ("serve-v6e-4-1", "2x2", 1, "on-demand", "on-demand", None),
+    ]
+
+
+def test_plan_reads_the_tiers_of_a_groups_shape_from_its_compute_class() -> None:
+    # prod's training class: v6e 4x4 reservation, spot, on-demand, then v5e 4x4 on-demand.
+    groups = {g.name: [t.key for t in g.tiers] for g in emulator.tpu_groups(mocked("prod"))}
+    assert groups["train-v6e-16"] == ["reservation", "spot", "on-demand"]
+    assert groups["train-v5litepod-16"] == ["on-demand"]
 
 
 def test_host_env_is_what_the_webhook_injects() -> None:
@@ -73,16 +74,16 @@ def test_plan_reduces_slices_then_topology() -> None:
 
 
 def test_plan_too_small_is_a_clear_error() -> None:
-    with pytest.raises(emulator.EmulatorError, match="too small: the stack has 4 TPU worker groups"):
-        emulator.plan_slices(mocked("dev"), max_hosts=3)
+    with pytest.raises(emulator.EmulatorError, match="too small: the stack has 2 TPU worker groups"):
+        emulator.plan_slices(mocked("dev"), max_hosts=1)
 
 
 def test_plan_without_fallbacks_emulates_only_the_slices_each_group_starts_with() -> None:
     plan = emulator.plan_slices(mocked("dev"), max_hosts=100, start_only=True)
-    # dev: train on v6e 4x4 and serve on v6e 2x2, spot first; the on-demand tiers start at 0 replicas.
+    # dev: train on v6e 4x4 and serve on v6e 2x2, one replica each, on the first tier (spot).
     assert [(s.name, s.shape.topology, s.shape.hosts, s.market_type) for s in plan.slices] == [
-        ("train-spot-0", "4x4", 4, "spot"),
-        ("serve-spot-0", "2x2", 1, "spot"),
+        ("train-v6e-16-0", "4x4", 4, "spot"),
+        ("serve-v6e-4-0", "2x2", 1, "spot"),
     ]
     assert plan.hosts == 5 and plan.notes == ()
 
@@ -92,10 +93,10 @@ def test_emulated_hosts_unpack_runtime_envs_in_folders_of_their_own() -> None:
     # of a working_dir delete it under another host's starting worker.
     assert emulator.RUNTIME_ENV_DIR == "runtime_resources"
     assert emulator.runtime_env_dir_name(None) == "runtime_resources/head"
-    spec = emulator.SliceSpec("train-spot-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
+    spec = emulator.SliceSpec("train-v6e-16-0", "v6e-dev", catalog.lookup("v6e", "4x4"), "spot")
     assert [emulator.runtime_env_dir_name(spec, w) for w in range(2)] == [
-        "runtime_resources/train-spot-0-0",
-        "runtime_resources/train-spot-0-1",
+        "runtime_resources/train-v6e-16-0-0",
+        "runtime_resources/train-v6e-16-0-1",
     ]
 
 
@@ -145,7 +146,7 @@ def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> No
     assert [s["slice"] for s in data["slices"]] == [s.name for s in cluster.slices]
     assert all(h["alive"] and h["tpu_free"] == h["tpu_total"] for s in data["slices"] for h in s["hosts"])
     table = _tpuray("local", "status", env=local_env)
-    assert table.returncode == 0 and "train-spot-0" in table.stdout
+    assert table.returncode == 0 and "train-v6e-16-0" in table.stdout
 
     # A preempted host: its processes go, the rest of the cluster stays.
     first = cluster.slices[0]

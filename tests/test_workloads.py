@@ -43,20 +43,20 @@ def test_every_stack_declares_its_configured_workloads(stack_run):
     assert kinds == expected
 
 
-def expected_groups(run: StackRun, pool, role: str, slices: int) -> list[tuple[str, facts.Shape, object, int]]:
-    """(group name, shape, tier, replicas): one per tier, then per fallback shape and tier.
-    Shapes are literal (tests/facts.py), not the catalog's."""
+def expected_groups(run: StackRun, pool, role: str, slices: int) -> list[tuple[str, facts.Shape, list, int]]:
+    """(group name, shape, the shape's tiers, replicas): one group per shape of the chain, the
+    pool's own first. Shapes are literal (tests/facts.py), not the catalog's."""
     shape = facts.shape(run.stack, pool.name)
-    groups = [(f"{role}-{t.kind.key}", shape, t, slices if i == 0 else 0) for i, t in enumerate(pool.capacity)]
+    groups = [(f"{role}-{shape.pod_type}", shape, pool.capacity, slices)]
     for fb, shape in zip(pool.fallback, facts.fallbacks(run.stack, pool.name), strict=True):
-        groups += [(f"{role}-{shape.generation}-{t.kind.key}", shape, t, 0) for t in fb.capacity]
+        groups.append((f"{role}-{shape.pod_type}", shape, fb.capacity, 0))
     return groups
 
 
 ROLES = {"RayJob": "train", "RayService": "serve", "RayCluster": "interactive"}
 
 
-def test_one_worker_group_per_capacity_tier_the_first_holding_the_slices(stack_run):
+def test_one_worker_group_per_shape_of_the_chain_the_first_holding_the_slices(stack_run):
     for obj in ray_objects(stack_run):
         workload = workload_of(stack_run, obj)
         pool = stack_run.config.pool(workload.pool)
@@ -65,6 +65,16 @@ def test_one_worker_group_per_capacity_tier_the_first_holding_the_slices(stack_r
         assert [(g["groupName"], g["replicas"]) for g in groups] == [(n, r) for n, _, _, r in expected]
         assert all(g["minReplicas"] == 0 and g["maxReplicas"] == slices_of(workload) for g in groups)
         assert cluster_spec(obj)["enableInTreeAutoscaling"] is (len(groups) > 1)
+
+
+def test_prod_train_job_has_a_v6e_group_with_the_slices_and_an_empty_v5e_group():
+    from tests.conftest import mocked
+
+    (job,) = [o for o in ray_objects(mocked("prod")) if o["kind"] == "RayJob"]
+    assert [(g["groupName"], g["replicas"], g["maxReplicas"]) for g in cluster_spec(job)["workerGroupSpecs"]] == [
+        ("train-v6e-16", 2, 2),
+        ("train-v5litepod-16", 0, 2),
+    ]
 
 
 def test_tpu_worker_groups_have_the_slices_hosts_and_chips(stack_run):
@@ -85,45 +95,37 @@ def test_dev_train_job_worker_group_literally():
     from tests.conftest import mocked
 
     (job,) = [o for o in ray_objects(mocked("dev")) if o["kind"] == "RayJob"]
-    spot, on_demand = cluster_spec(job)["workerGroupSpecs"]
-    assert (spot["groupName"], spot["replicas"], spot["numOfHosts"]) == ("train-spot", 1, 4)
-    assert (on_demand["groupName"], on_demand["replicas"], on_demand["numOfHosts"]) == ("train-on-demand", 0, 4)
-    (container,) = spot["template"]["spec"]["containers"]
+    (group,) = cluster_spec(job)["workerGroupSpecs"]
+    assert (group["groupName"], group["replicas"], group["numOfHosts"]) == ("train-v6e-16", 1, 4)
+    pod = group["template"]["spec"]
+    (container,) = pod["containers"]
     assert container["resources"]["limits"]["google.com/tpu"] == "4"
     assert container["resources"]["requests"]["google.com/tpu"] == "4"
-    assert spot["template"]["spec"]["nodeSelector"] == {
+    # The shape and the class, no tier: GKE walks spot, then on-demand, for every replica.
+    assert pod["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
         "cloud.google.com/gke-tpu-topology": "4x4",
         "cloud.google.com/compute-class": "v6e-dev",
-        "cloud.google.com/gke-spot": "true",
     }
-    assert spot["labels"]["ray.io/market-type"] == "spot"
-    assert on_demand["labels"]["ray.io/market-type"] == "on-demand"
+    assert "affinity" not in pod
+    assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+    assert group["labels"] == {"tpuray.dev/slice-pool": "v6e-dev", "tpuray.dev/generation": "v6e"}
 
 
-def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_tier(stack_run):
-    tier_selector = {
-        "spot": {"cloud.google.com/gke-spot": "true"},
-        "flex-start": {"cloud.google.com/gke-flex-start": "true"},
-        "on-demand": {},
-    }
+def test_tpu_worker_groups_select_accelerator_topology_and_compute_class_and_no_tier(stack_run):
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
-        for group, (_, shape, tier, _) in zip(
+        for group, (_, shape, tiers, _) in zip(
             groups, expected_groups(stack_run, pool, ROLES[obj["kind"]], 1), strict=True
         ):
             pod = group["template"]["spec"]
-            by_tier = (
-                tier_selector[tier.kind.key]
-                if tier.reservation is None
-                else {"cloud.google.com/reservation-name": tier.reservation.name}
-            )
             assert pod["nodeSelector"] == {
                 "cloud.google.com/gke-tpu-accelerator": shape.accelerator,
                 "cloud.google.com/gke-tpu-topology": shape.topology,
                 "cloud.google.com/compute-class": pool.name,
-                **by_tier,
             }
             assert {
                 "key": "cloud.google.com/compute-class",
@@ -132,37 +134,23 @@ def test_tpu_worker_groups_select_accelerator_topology_compute_class_and_their_t
                 "effect": "NoSchedule",
             } in pod["tolerations"]
             assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
-
-
-def test_on_demand_groups_keep_off_spot_flex_start_and_reserved_nodes(stack_run):
-    for obj in ray_objects(stack_run):
-        for group in cluster_spec(obj)["workerGroupSpecs"]:
-            if group["labels"]["tpuray.dev/capacity-tier"] != "on-demand":
-                continue
-            terms = group["template"]["spec"]["affinity"]["nodeAffinity"][
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            ]["nodeSelectorTerms"]
-            keys = {e["key"] for e in terms[0]["matchExpressions"] if e["operator"] == "DoesNotExist"}
-            assert keys == {
-                "cloud.google.com/gke-spot",
-                "cloud.google.com/gke-flex-start",
-                "cloud.google.com/reservation-name",
+            spot_toleration = {
+                "key": "cloud.google.com/gke-spot",
+                "operator": "Equal",
+                "value": "true",
+                "effect": "NoSchedule",
             }
+            assert (spot_toleration in pod["tolerations"]) is any(t.kind.key == "spot" for t in tiers)
 
 
-def test_worker_group_ray_labels_carry_market_type_tier_pool_and_generation(stack_run):
+def test_worker_group_ray_labels_carry_pool_and_generation_and_no_market_type(stack_run):
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
-        for group, (_, shape, tier, _) in zip(
+        for group, (_, shape, _, _) in zip(
             groups, expected_groups(stack_run, pool, ROLES[obj["kind"]], 1), strict=True
         ):
-            assert group["labels"] == {
-                "ray.io/market-type": tier.market_type,
-                "tpuray.dev/capacity-tier": tier.kind.key,
-                "tpuray.dev/slice-pool": pool.name,
-                "tpuray.dev/generation": shape.generation,
-            }
+            assert group["labels"] == {"tpuray.dev/slice-pool": pool.name, "tpuray.dev/generation": shape.generation}
 
 
 def test_head_runs_on_the_cpu_pool_with_no_ray_work_and_a_cluster_ip_service(stack_run):

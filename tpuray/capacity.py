@@ -5,8 +5,10 @@ A row says everything the program needs to know about a tier:
 - the stack config key of a `slicePools[].capacity[]` step (`spot: true`, `flexStart: true`);
 - the GKE node pool `node_config` fragment (pulumi_gcp snake_case names) and the ComputeClass
   priority fragment (cloud.google.com/v1 ComputeClass `spec.priorities[]`);
-- the node label GKE puts on that tier's nodes (what a worker group selects on), and whether
-  those nodes are tainted (Spot: `cloud.google.com/gke-spot=true:NoSchedule`);
+- the node label GKE puts on that tier's nodes (which no worker group selects: a pod pinned to a
+  tier never falls down the ComputeClass, docs/capacity.md; the policies flag such a pin), and
+  whether those nodes are tainted (Spot: `cloud.google.com/gke-spot=true:NoSchedule`, which
+  TPU worker pods tolerate);
 - Ray's `ray.io/market-type` for the tier (Ray knows `spot` and `on-demand` only);
 - whether its node pools scale from zero (flex-start capacity arrives through the autoscaler)
   and run GKE auto-repair;
@@ -23,8 +25,8 @@ worker groups and the cost table.
 Sources: Spot node pools and the gke-spot label and taint:
 https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms ; flex-start:
 https://cloud.google.com/kubernetes-engine/docs/concepts/dws ; consuming a specific
-reservation (key compute.googleapis.com/reservation-name, node label
-cloud.google.com/reservation-name): https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations ;
+reservation (key compute.googleapis.com/reservation-name; no pod selects a tier's node label,
+docs/capacity.md, so no GKE label of a reservation's nodes is relied on): https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations ;
 ComputeClass priorities: https://cloud.google.com/kubernetes-engine/docs/reference/crds/computeclass
 """
 
@@ -83,9 +85,8 @@ class Tier:
     from_zero: bool = False  # node pools start at zero nodes and autoscale up
     auto_repair: bool = True
     gke_feature: str | None = None  # the GKE feature (tpuray/gke_versions.py FLOORS) a cluster needs for it
-    # GKE node label of the tier's nodes and its value (None: the tier has no label of its own).
+    # GKE node label of the tier's nodes, value "true" (None: none tpuray relies on).
     node_label: str | None = None
-    node_label_value: Callable[[Reservation | None], str] = lambda _ref: "true"
     tainted: bool = False  # the node label is also a NoSchedule taint pods must tolerate
     # Fragments: node_config (snake_case, as infra passes it) and ComputeClass priority.
     node_config: Callable[[Reservation | None, str], dict[str, Any]] = lambda _ref, _project: {}
@@ -147,11 +148,6 @@ def _reservation_priority(ref: Reservation | None) -> dict[str, Any]:
     return {"reservations": {"affinity": "Specific", "specific": [specific]}}
 
 
-def _reservation_name(ref: Reservation | None) -> str:
-    assert ref is not None
-    return ref.name
-
-
 SPOT = Tier(
     key="spot",
     config_key="spot",
@@ -174,8 +170,6 @@ RESERVATION = Tier(
     field="reservation",
     display="reservation",
     market_type="on-demand",
-    node_label=labels.GKE_RESERVATION_NAME,
-    node_label_value=_reservation_name,
     node_config=_reservation_node_config,
     priority=_reservation_priority,
     node_config_marker={"reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION"}},
@@ -266,17 +260,6 @@ def tier_of_priority(priority: dict[str, Any]) -> Tier:
         if tier.priority_marker is not None and _carries(priority, tier.priority_marker):
             return tier
     return default_tier()
-
-
-def node_placement(tier: Tier, ref: Reservation | None) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """(extra nodeSelector, nodeAffinity) that keep a worker group's pods on one tier's nodes.
-
-    A tier with no node label of its own (on-demand) is the node that carries none of the
-    other tiers' labels."""
-    if tier.node_label is not None:
-        return {tier.node_label: tier.node_label_value(ref)}, None
-    absent = [{"key": t.node_label, "operator": "DoesNotExist"} for t in TIERS if t.node_label is not None]
-    return {}, {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": absent}]}}
 
 
 def toleration(tier: Tier) -> dict[str, str] | None:

@@ -27,11 +27,11 @@ GKE_TPU_SLICE_TOPOLOGY = "cloud.google.com/gke-tpu-slice-topology"
 # The system (CPU) node pool's node label, what Ray heads select.
 SYSTEM_POOL = "tpuray.dev/pool"
 TPU_RESOURCE = "google.com/tpu"
-# Node labels GKE sets per capacity tier (tpuray/capacity.py): a worker group per tier pins its
-# pods to that tier's nodes. Spot nodes also carry gke-spot=true as a NoSchedule taint.
+# Node labels GKE sets per capacity tier (tpuray/capacity.py). No worker group selects them (GKE
+# picks a replica's tier from the ComputeClass, docs/capacity.md); Spot nodes also carry
+# gke-spot=true as a NoSchedule taint, which TPU worker pods tolerate.
 GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_FLEX_START = "cloud.google.com/gke-flex-start"
-GKE_RESERVATION_NAME = "cloud.google.com/reservation-name"
 # Compute Engine reservation affinity key of a node pool that consumes a specific reservation.
 RESERVATION_AFFINITY_KEY = "compute.googleapis.com/reservation-name"
 

@@ -1,5 +1,5 @@
-"""The Ray cluster inside every KubeRay object: the TPU worker groups, one per capacity tier
-and fallback shape, and the CPU head group, each hardened for Pod Security `restricted`.
+"""The Ray cluster inside every KubeRay object: the TPU worker groups, one per shape of the
+capacity chain (docs/capacity.md), and the CPU head group, each hardened for Pod Security `restricted`.
 
 Every TPU worker group comes from the catalog: numOfHosts = hosts, replicas = slices,
 google.com/tpu = chips per host, and the nodeSelectors that the KubeRay TPU webhook and
@@ -20,31 +20,27 @@ from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
 KSA_NAME = "ray-workload"
 
 
-def _tier_placement(tier: CapacityTier) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """(extra nodeSelector, nodeAffinity) that keep a group's pods on one capacity tier's nodes,
-    so that the Ray node label ray.io/market-type is true for every node of the group."""
-    return capacity.node_placement(tier.kind, tier.reservation)
-
-
 def tpu_worker_group(
     pool: SlicePoolConfig,
     shape: SliceShape,
-    tier: CapacityTier,
+    tiers: list[CapacityTier],
     replicas: int,
     max_replicas: int,
     ray: RayConfig,
     group_name: str,
     image: images.ImageRef | None = None,
 ) -> dict[str, Any]:
+    """One shape's group. Its pods select the shape and the pool's ComputeClass and no capacity
+    tier, so GKE walks the class's priorities of that shape (reservation, spot, on-demand...)
+    for every replica; they tolerate the taints of every tier they may land on (Spot's).
+    docs/capacity.md says why a tier nodeSelector would leave a pod Pending instead."""
     chips = str(shape.chips_per_host)
-    selector, affinity = _tier_placement(tier)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": KSA_NAME,
         "nodeSelector": {
             labels.GKE_TPU_ACCELERATOR: shape.gke_accelerator,
             labels.GKE_TPU_TOPOLOGY: shape.topology,
             labels.COMPUTE_CLASS: pool.compute_class,
-            **selector,
         },
         "tolerations": [
             {"key": labels.COMPUTE_CLASS, "operator": "Equal", "value": pool.compute_class, "effect": "NoSchedule"},
@@ -64,10 +60,9 @@ def tpu_worker_group(
             }
         ],
     }
-    if affinity:
-        pod_spec["affinity"] = {"nodeAffinity": affinity}
-    if toleration := capacity.toleration(tier.kind):
-        pod_spec["tolerations"].append(toleration)
+    for tier in tiers:
+        if (toleration := capacity.toleration(tier.kind)) and toleration not in pod_spec["tolerations"]:
+            pod_spec["tolerations"].append(toleration)
     return {
         "groupName": group_name,
         # One replica is one slice: KubeRay creates and deletes its numOfHosts pods together.
@@ -75,13 +70,9 @@ def tpu_worker_group(
         "minReplicas": 0,
         "maxReplicas": max_replicas,
         "numOfHosts": shape.hosts,
-        # Ray node labels: what label-selector fallback chains (ray_apps.slices) match on.
-        "labels": {
-            labels.MARKET_TYPE: tier.market_type,
-            labels.CAPACITY_TIER: tier.kind.key,
-            labels.SLICE_POOL: pool.name,
-            labels.GENERATION: shape.generation,
-        },
+        # Ray node labels: the pool and generation are the group's; the tier is GKE's choice per
+        # replica, so no static ray.io/market-type (it would lie for every tier but one).
+        "labels": {labels.SLICE_POOL: pool.name, labels.GENERATION: shape.generation},
         "rayStartParams": {},
         "template": _template(pod_spec, image),
     }
@@ -94,26 +85,23 @@ def _template(pod_spec: dict[str, Any], image: images.ImageRef | None) -> dict[s
     return {"metadata": {"annotations": {labels.BASE_IMAGE: image.base}}, "spec": pod_spec}
 
 
+def group_name(role: str, shape: SliceShape) -> str:
+    """train-v6e-16: the role and the shape's Ray pod type (one group per shape)."""
+    return f"{role}-{shape.pod_type}"
+
+
 def tpu_worker_groups(
     pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, image: images.ImageRef | None = None
 ) -> list[dict[str, Any]]:
-    """One group per capacity tier of the chain, then per fallback shape and tier.
-
-    The first group starts with `slices` replicas; the others start empty and are what
-    the Ray autoscaler scales when a label-selector fallback asks for them."""
-    groups = []
-    for index, tier in enumerate(pool.capacity):
-        groups.append(
-            tpu_worker_group(
-                pool, pool.shape, tier, slices if index == 0 else 0, slices, ray, f"{role}-{tier.kind.key}", image
-            )
-        )
+    """One group per shape of the chain: the pool's shape, starting with `slices` replicas,
+    then each fallback shape, starting empty. The driver scales a fallback group by asking for
+    its TPU-<pod type>-head resource (ray_apps/chain.py); GKE picks each replica's tier."""
+    groups = [
+        tpu_worker_group(pool, pool.shape, pool.capacity, slices, slices, ray, group_name(role, pool.shape), image)
+    ]
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
-        for tier in fallback.capacity:
-            groups.append(
-                tpu_worker_group(pool, shape, tier, 0, slices, ray, f"{role}-{shape.generation}-{tier.kind.key}", image)
-            )
+        groups.append(tpu_worker_group(pool, shape, fallback.capacity, 0, slices, ray, group_name(role, shape), image))
     return groups
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from tpuray import catalog, errors, labels
+from tpuray import capacity, catalog, errors, labels
 from tpuray.mockrun import StackRun
 
 EmulatorError = errors.EmulatorError  # the emulated cluster cannot be planned, started or found
@@ -134,17 +134,32 @@ class TpuGroup:
     name: str  # groupName; TPU_NAME of its replicas is <name>-<replica index>
     pool: str
     shape: catalog.SliceShape
-    max_slices: int  # maxReplicas: fallback groups start empty but may be scaled up
-    market_type: str
-    tier: str
-    start_slices: int = 1  # replicas: the slices KubeRay creates at start (0 for a fallback tier)
+    max_slices: int  # maxReplicas: fallback shapes' groups start empty but may be scaled up
+    # The capacity tiers GKE walks for this shape's replicas: the priorities of the pods'
+    # ComputeClass whose TPU type and topology are the group's, in order (docs/capacity.md).
+    tiers: tuple[capacity.Tier, ...] = ()
+    start_slices: int = 1  # replicas: the slices KubeRay creates at start (0 for a fallback shape)
+
+
+def class_tiers(classes: dict[str, dict[str, Any]], name: str | None, shape: catalog.SliceShape) -> tuple:
+    """The tiers of ComputeClass `name` for one shape, in priority order; the default tier when
+    the pods select no rendered class (GKE then places them on whatever pool matches)."""
+    priorities = (classes.get(name or "") or {}).get("spec", {}).get("priorities", [])
+    found = [
+        capacity.tier_of_priority(p)
+        for p in priorities
+        if (p.get("tpu") or {}).get("type") == shape.gke_accelerator and p["tpu"].get("topology") == shape.topology
+    ]
+    unique = [t for i, t in enumerate(found) if all(t is not u for u in found[:i])]
+    return tuple(unique) or (capacity.default_tier(),)
 
 
 def tpu_groups(run: StackRun) -> list[TpuGroup]:
     """The TPU worker groups of every RayJob, RayService and RayCluster the stack renders."""
     groups = []
-    for resource in run.kubernetes_objects():
-        manifest = resource.manifest()
+    manifests = [r.manifest() for r in run.kubernetes_objects()]
+    classes = {m["metadata"]["name"]: m for m in manifests if m.get("kind") == "ComputeClass"}
+    for manifest in manifests:
         if manifest.get("kind") not in labels.RAY_KINDS:
             continue
         for group in labels.ray_cluster_spec(manifest).get("workerGroupSpecs", []):
@@ -163,8 +178,7 @@ def tpu_groups(run: StackRun) -> list[TpuGroup]:
                     pool=group_labels.get(labels.SLICE_POOL, group["groupName"]),
                     shape=shape,
                     max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
-                    market_type=group_labels.get(labels.MARKET_TYPE, "on-demand"),
-                    tier=group_labels.get(labels.CAPACITY_TIER, ""),
+                    tiers=class_tiers(classes, selector.get(labels.COMPUTE_CLASS), shape),
                     start_slices=int(group.get("replicas", 1)),
                 )
             )
@@ -174,16 +188,17 @@ def tpu_groups(run: StackRun) -> list[TpuGroup]:
 def plan_slices(run: StackRun, max_hosts: int | None = None, start_only: bool = False) -> Plan:
     """The slices to emulate for a stack's rendered worker groups, reduced to fit `max_hosts`.
 
-    Every group gets its maxReplicas slices, so fallback tiers exist to fall back to.
-    With `start_only`, every group gets its `replicas` instead: the slices KubeRay creates
-    when the object is applied, without the fallback tiers (replicas 0) that only a
-    fallback would scale up. That is what a run that needs no fallback uses (`tpuray demo`).
+    Every group gets its maxReplicas slices on each tier GKE may walk for it (its ComputeClass's
+    priorities of its shape, in order), so later tiers and fallback shapes exist to fall back
+    to. With `start_only`, every group gets its `replicas` on its first tier instead: the
+    slices KubeRay creates when the object is applied, where GKE puts them when the first
+    tier has capacity. That is what a run that needs no fallback uses (`tpuray demo`).
     Reduction order keeps what matters for scheduling as long as possible: first fewer
     slices per group (down to one), then a smaller topology of the same generation
     (preferring one that is still multi-host). Every group keeps at least one slice."""
     groups = tpu_groups(run)
     if start_only:
-        groups = [replace(g, max_slices=g.start_slices) for g in groups if g.start_slices > 0]
+        groups = [replace(g, max_slices=g.start_slices, tiers=g.tiers[:1]) for g in groups if g.start_slices > 0]
     if not groups:
         what = "no TPU worker group that starts with a slice (replicas > 0)" if start_only else "no TPU worker group"
         raise EmulatorError(f"stack {run.stack!r} renders {what}: nothing to emulate")
@@ -193,7 +208,7 @@ def plan_slices(run: StackRun, max_hosts: int | None = None, start_only: bool = 
             f"--max-hosts {limit} is too small: the stack has {len(groups)} TPU worker groups "
             "and each needs at least one emulated host"
         )
-    state = {g.name: [g.shape, g.max_slices] for g in groups}
+    state = {g.name: [g.shape, g.max_slices * len(g.tiers)] for g in groups}
 
     def total() -> int:
         return sum(shape.hosts * n for shape, n in state.values())
@@ -213,17 +228,18 @@ def plan_slices(run: StackRun, max_hosts: int | None = None, start_only: bool = 
     slices: list[SliceSpec] = []
     for group in groups:
         shape, n = state[group.name]
-        full = group.shape
-        if (shape, n) != (full, group.max_slices):
+        full, wanted = group.shape, group.max_slices * len(group.tiers)
+        if (shape, n) != (full, wanted):
             notes.append(
-                f"{group.name}: {group.max_slices} x {full.generation} {full.topology} "
-                f"({_hosts(group.max_slices * full.hosts)}) emulated as {n} x {shape.topology} "
+                f"{group.name}: {wanted} x {full.generation} {full.topology} "
+                f"({_hosts(wanted * full.hosts)}) emulated as {n} x {shape.topology} "
                 f"({_hosts(n * shape.hosts)} of {shape.chips_per_host} chips) to fit --max-hosts {limit}"
             )
         reduced = full.topology if shape.topology != full.topology or shape.hosts != full.hosts else None
-        slices += [
-            SliceSpec(f"{group.name}-{i}", group.pool, shape, group.market_type, reduced, group.tier) for i in range(n)
-        ]
+        for i in range(n):
+            # Replicas fill the first tier, then the next: where GKE's walk of the class puts them.
+            tier = group.tiers[min(i // group.max_slices, len(group.tiers) - 1)] if group.max_slices else group.tiers[0]
+            slices.append(SliceSpec(f"{group.name}-{i}", group.pool, shape, tier.market_type, reduced, tier.key))
     return Plan(tuple(slices), limit, tuple(notes))
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tpuray import capacity
 from tpuray.labels import (
+    COMPUTE_CLASS,
     GKE_SPOT,
     GKE_TPU_ACCELERATOR,
     GKE_TPU_SLICE_TOPOLOGY,
@@ -18,6 +20,7 @@ from tpuray.labels import (
     RAY_TPU_SLICE_NAME,
     RAY_TPU_TOPOLOGY,
     RAY_TPU_WORKER_ID,
+    SLICE_POOL,
     TPU_RESOURCE,
 )
 from tpuray.policies.core import MANDATORY, Resource, Rule
@@ -35,8 +38,17 @@ from tpuray.policies.kube import (
 
 
 def _node_selectors(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    tier_labels = [t.node_label for t in capacity.TIERS if t.node_label is not None]
     for g in tpu_groups(res.props):
         sel = f"{g.where}.template.spec.nodeSelector"
+        compute_class = g.node_selector.get(COMPUTE_CLASS)
+        for key in tier_labels:
+            if compute_class is not None and key in g.node_selector:
+                yield (
+                    f"{res.label}: {sel}[{key!r}] pins one capacity tier of ComputeClass {show(compute_class)}; "
+                    "GKE then never falls back to the class's other priorities and the pods stay Pending while "
+                    "that tier has no capacity (docs/capacity.md): remove it and tolerate the tier's taint instead"
+                )
         acc, topo = g.accelerator, g.node_selector.get(GKE_TPU_TOPOLOGY)
         if acc is None:
             yield (
@@ -144,13 +156,13 @@ RAY_OWNED_TPU_LABELS = (RAY_TPU_SLICE_NAME, RAY_TPU_WORKER_ID, RAY_TPU_POD_TYPE)
 
 
 def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    required = [str(k) for k in config.get("requiredLabels", [MARKET_TYPE])]
+    required = [str(k) for k in config.get("requiredLabels", [SLICE_POOL])]
     for g in tpu_groups(res.props):
         labels = g.labels
         where = f"{g.where}.labels"
         for key in required:
             if key not in labels:
-                hint = " (on-demand or spot, from the capacity tier the group runs on)" if key == MARKET_TYPE else ""
+                hint = " (the slice pool the group runs on)" if key == SLICE_POOL else ""
                 yield (
                     f"{res.label}: {where} has no {key!r}; slice-aware scheduling selects TPU hosts by Ray node "
                     f"labels: add {key}{hint}"
@@ -213,6 +225,6 @@ RULES = (
         RAY_TYPES,
         _ray_labels,
         kubernetes=True,
-        config={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": [MARKET_TYPE]}},
+        config={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": [SLICE_POOL]}},
     ),
 )
