@@ -65,15 +65,15 @@ def test_memory_for_the_whole_dev_plan_is_ok() -> None:
 def test_memory_for_a_reduced_plan_is_advice_not_a_block() -> None:
     check = doctor.check_memory(mocked("dev"), 4 * GIB)
     assert (check.ok, check.blocks) == (False, False)
-    assert "emulates 4 of them" in check.detail
+    assert "emulates 3 of them" in check.detail
     assert check.fix.startswith("free memory to 7.4 GiB available")
 
 
 def test_memory_below_one_host_per_worker_group_blocks() -> None:
     check = doctor.check_memory(mocked("dev"), 2 * GIB)
     assert check.blocks
-    assert "needs one per worker group (4)" in check.detail
-    assert check.fix.startswith("free memory to 3.9 GiB available")
+    assert "needs one per worker group (2)" in check.detail
+    assert check.fix.startswith("free memory to 2.7 GiB available")
 
 
 def test_free_serve_port_is_ok() -> None:

@@ -55,7 +55,7 @@ def test_every_rendered_pod_passes_the_restricted_profile(stack: str) -> None:
 def test_prod_renders_head_worker_autoscaler_and_submitter_pods() -> None:
     wheres = [w for w, _ in rendered_pods("prod")]
     assert "RayJob/tpuray-prod-train submitter" in wheres
-    assert "RayJob/tpuray-prod-train train-reservation" in wheres
+    assert "RayJob/tpuray-prod-train train-v6e-16" in wheres
     head = dict(rendered_pods("prod"))["RayJob/tpuray-prod-train head"]
     assert [c["name"] for c in head["containers"]] == ["ray-head", "autoscaler"]
 
@@ -68,7 +68,7 @@ def test_the_ray_namespace_enforces_restricted(stack: str) -> None:
 
 
 def test_ray_pods_run_as_the_rayproject_images_own_user() -> None:
-    pod = dict(rendered_pods("prod"))["RayJob/tpuray-prod-train train-reservation"]
+    pod = dict(rendered_pods("prod"))["RayJob/tpuray-prod-train train-v6e-16"]
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
         "runAsUser": 1000,

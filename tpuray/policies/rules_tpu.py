@@ -193,7 +193,8 @@ def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 RULES = (
     Rule(
         "tpu-node-selectors",
-        "TPU worker groups select a known gke-tpu-accelerator and a topology valid for it.",
+        "TPU worker groups select a known gke-tpu-accelerator and a topology valid for it, and pin no capacity tier "
+        "beside a ComputeClass.",
         MANDATORY,
         RAY_TYPES,
         _node_selectors,
