@@ -48,6 +48,9 @@ class HealthReport(BaseModel):
     backend: str
     model_id: str
     model_step: int | None = None
+    # Where the replica runs on the capacity chain (docs/capacity.md): slice, generation, tier,
+    # and whether that is a fallback shape of the chain.
+    placement: dict[str, Any] | None = None
 
     @property
     def http_status(self) -> int:
@@ -63,6 +66,7 @@ class Health:
         self._lock = threading.Lock()
         self._state, self._reason = state, reason
         self.model_step: int | None = None
+        self.placement: dict[str, Any] | None = None
 
     def set(self, state: State, reason: str | None = None) -> None:
         if state is not State.READY and not reason:
@@ -83,6 +87,7 @@ class Health:
                 backend=self.backend,
                 model_id=self.model_id,
                 model_step=self.model_step,
+                placement=self.placement,
             )
 
 

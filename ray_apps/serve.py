@@ -109,6 +109,9 @@ class AppArgs(BaseModel):
     # On emulated/real TPU hosts: where the CPU replica may run, e.g.
     # {"ray.io/accelerator-type": "TPU-V6E"} or {"ray.io/tpu-slice-name": "!slice-0"}.
     label_selector: dict[str, str] | None = None
+    # The capacity chain's later shapes, in order: Ray's fallback_strategy for the replica when
+    # label_selector's hosts have no room (docs/capacity.md).
+    fallback_label_selectors: list[dict[str, str]] = Field(default_factory=list)
     # llm backend (values from the catalog)
     model_source: str | None = None
     accelerator_type: str | None = None
@@ -223,8 +226,11 @@ class CheckpointPredictor:
 )
 @serve.ingress(api)
 class CheckpointModel:
-    def __init__(self, checkpoint_uri: str, model_id: str, wait_s: float = 0.0) -> None:
+    def __init__(
+        self, checkpoint_uri: str, model_id: str, wait_s: float = 0.0, primary: dict[str, str] | None = None
+    ) -> None:
         self.predictor = CheckpointPredictor(checkpoint_uri, model_id, wait_s)
+        self.predictor.health.placement = replica_placement(_own_node_labels(), primary)
 
     def check_health(self) -> None:
         """Serve's periodic replica check: a replica whose model is gone is restarted."""
@@ -250,7 +256,30 @@ def checkpoint_actor_options(args: AppArgs) -> dict[str, Any]:
     if args.label_selector:
         # Checked here: Ray leaves a replica with a malformed selector PENDING, silently.
         options["label_selector"] = slices.validate_selector(args.label_selector)
+    if args.fallback_label_selectors:
+        options["fallback_strategy"] = slices.fallback_strategy(args.fallback_label_selectors)
     return options
+
+
+def replica_placement(node_labels: dict[str, str], primary: dict[str, str] | None) -> dict[str, Any]:
+    """What /healthz says about where a replica runs: its node's slice, generation and tier, and
+    whether the node is off the primary selector (a fallback step of the chain)."""
+    return {
+        "slice": node_labels.get(slices.SLICE_NAME),
+        "generation": node_labels.get(slices.GENERATION),
+        "tier": node_labels.get(slices.CAPACITY_TIER) or node_labels.get(slices.MARKET_TYPE),
+        "fallback": bool(primary) and not slices.label_matches(primary or {}, node_labels),
+    }
+
+
+def _own_node_labels() -> dict[str, str]:  # pragma: no mutate (Ray's live view)
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return dict(node.get("Labels") or {})
+    return {}
 
 
 # ---------------------------------------------------------------- builder
@@ -277,7 +306,7 @@ def build_app(args: dict[str, Any]) -> Any:
         return llm.build_openai_app(llm_config_from_args(parsed))
     return CheckpointModel.options(
         num_replicas=parsed.replicas, ray_actor_options=checkpoint_actor_options(parsed)
-    ).bind(parsed.checkpoint_uri, parsed.model_id, parsed.checkpoint_wait_s)
+    ).bind(parsed.checkpoint_uri, parsed.model_id, parsed.checkpoint_wait_s, parsed.label_selector)
 
 
 def serve_config_entry(args: dict[str, Any], name: str = "tpuray", route_prefix: str = "/") -> dict[str, Any]:

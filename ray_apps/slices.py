@@ -44,6 +44,8 @@ ACCELERATOR_TYPE = "ray.io/accelerator-type"
 MARKET_TYPE = "ray.io/market-type"
 # tpuray's node label of the capacity tier a host runs on, where the nodes carry it (the emulator).
 CAPACITY_TIER = "tpuray.dev/capacity-tier"
+GENERATION = "tpuray.dev/generation"  # the worker group's TPU generation (v6e, v5e...)
+SLICE_POOL = "tpuray.dev/slice-pool"
 
 Selector = Mapping[str, str]
 

@@ -21,6 +21,8 @@ def test_ray_apps_ray_label_keys_are_the_same_as_tpurays() -> None:
         slices.ACCELERATOR_TYPE: labels.RAY_ACCELERATOR_TYPE,
         slices.MARKET_TYPE: labels.MARKET_TYPE,
         slices.CAPACITY_TIER: labels.CAPACITY_TIER,
+        slices.GENERATION: labels.GENERATION,
+        slices.SLICE_POOL: labels.SLICE_POOL,
     } == {
         "ray.io/tpu-slice-name": "ray.io/tpu-slice-name",
         "ray.io/tpu-worker-id": "ray.io/tpu-worker-id",
@@ -29,6 +31,8 @@ def test_ray_apps_ray_label_keys_are_the_same_as_tpurays() -> None:
         "ray.io/accelerator-type": "ray.io/accelerator-type",
         "ray.io/market-type": "ray.io/market-type",
         "tpuray.dev/capacity-tier": "tpuray.dev/capacity-tier",
+        "tpuray.dev/generation": "tpuray.dev/generation",
+        "tpuray.dev/slice-pool": "tpuray.dev/slice-pool",
     }
 
 

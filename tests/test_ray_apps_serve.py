@@ -155,6 +155,7 @@ def test_checkpoint_model_predicts_in_target_units_and_reports_its_step(checkpoi
         "backend": "checkpoint",
         "model_id": "m",
         "model_step": 7,
+        "placement": None,
     }
 
 

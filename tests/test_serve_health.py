@@ -48,6 +48,7 @@ def test_a_loaded_checkpoint_backend_is_ready_with_its_step_and_http_200(checkpo
         "backend": "checkpoint",
         "model_id": "tpuray-mlp",
         "model_step": 20,
+        "placement": None,
     }
     assert report.http_status == 200
 
@@ -118,6 +119,7 @@ def test_an_llm_app_still_loading_its_model_is_loading_with_serves_message() -> 
         "backend": "llm",
         "model_id": "llama-3-8b",
         "model_step": None,
+        "placement": None,
     }
     assert report.http_status == 503
 

@@ -108,8 +108,14 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
     else:
         args["checkpoint_uri"] = serve.checkpoint_uri
         args["checkpoint_wait_s"] = serve.checkpoint_wait_seconds
-        # A CPU replica: keep it on this service's own slice hosts (a Ray node label).
-        args["label_selector"] = {labels.SLICE_POOL: serve.pool}
+        # A CPU replica on this service's own slice hosts (Ray node labels): the pool's shape
+        # first, then each fallback shape of its chain, through Ray's fallback_strategy.
+        pool = cfg.pool(serve.pool)
+        args["label_selector"] = {labels.SLICE_POOL: serve.pool, labels.GENERATION: shape.generation}
+        if pool.fallback_shapes:
+            args["fallback_label_selectors"] = [
+                {labels.SLICE_POOL: serve.pool, labels.GENERATION: s.generation} for s in pool.fallback_shapes
+            ]
     return args
 
 
