@@ -153,17 +153,18 @@ def _warning_events(plane: ControlPlane, namespace: str, name: str) -> list[str]
     ]
 
 
-# The TPU worker pods each stack's capacity-tier groups start with (replicas x numOfHosts),
-# from the stack files: dev 1 spot v6e 4x4 slice (4 hosts) for training and one 1-host
-# serve replica; prod 2 reserved v6e 4x4 slices and 2 v5e 2x4 (1-host) serve replicas.
+# The TPU worker pods each stack's shape groups start with (replicas x numOfHosts), from the
+# stack files: dev 1 v6e 4x4 slice (4 hosts) for training and one 1-host serve replica; prod 2
+# v6e 4x4 slices and 2 v5e 2x4 (1-host) serve replicas. The v5e training group (the chain's
+# cross-generation shape) starts empty: the driver asks for it (docs/capacity.md).
 WORKER_PODS = {
-    "dev": {"tpuray-dev-train/train-spot": 4, "tpuray-dev-serve/serve-spot": 1},
+    "dev": {"tpuray-dev-train/train-v6e-16": 4, "tpuray-dev-serve/serve-v6e-4": 1},
     "staging": {
-        "tpuray-staging-interactive/interactive-spot": 1,
-        "tpuray-staging-train/train-spot": 4,
-        "tpuray-staging-serve/serve-on-demand": 1,
+        "tpuray-staging-interactive/interactive-v6e-4": 1,
+        "tpuray-staging-train/train-v6e-16": 4,
+        "tpuray-staging-serve/serve-v5litepod-8": 1,
     },
-    "prod": {"tpuray-prod-train/train-reservation": 8, "tpuray-prod-serve/serve-on-demand": 2},
+    "prod": {"tpuray-prod-train/train-v6e-16": 8, "tpuray-prod-serve/serve-v5litepod-8": 2},
 }
 
 

@@ -363,6 +363,7 @@ def run_train(
     steps: int | None,
     timeout_s: float,
     bundle_zip: Path | None = None,
+    slices: int | None = None,
 ) -> dict:
     rayjob = rendered(stack, "RayJob")
     primary = emulated_shape(cluster, rayjob)
@@ -371,6 +372,9 @@ def run_train(
     deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
     if steps is not None:
         _set_flag(job, "--steps", str(steps))
+    if slices is not None:
+        # Multi-slice: JaxTrainer's num_workers = hosts x slices, MEGASCALE_* per worker.
+        _set_flag(job, "--slices", str(slices))
     job.entrypoint = _python(job.entrypoint, job.rewrites)
     data_uri = job.argument("--data-uri")
     if data_uri and not _has_files(data_uri):

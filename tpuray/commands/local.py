@@ -57,6 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("workload", choices=("train", "data", "serve"))
     run.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml) or path; its cluster must be up")
     run.add_argument("--steps", type=int, default=None, help="train: override the RayJob's --steps for a short run")
+    run.add_argument(
+        "--slices",
+        type=int,
+        default=None,
+        help="train: one gang over this many whole slices of the shape (multi-slice; dev's full plan emulates 2)",
+    )
     run.add_argument("--rows", type=int, default=4096, help="data: rows to generate when the data location is empty")
     run.add_argument(
         "--request",
@@ -121,7 +127,7 @@ def run_workload(args: argparse.Namespace) -> int:
     if not cluster.state.dashboard_url:
         raise UserError("the emulated cluster runs without its dashboard; restart it without --no-dashboard")
     if args.workload == "train":
-        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout, args.bundle)
+        result = localrun.run_train(cluster, stack, console, args.steps, args.timeout, args.bundle, slices=args.slices)
     elif args.workload == "data":
         result = localrun.run_data(cluster, stack, console, args.rows, args.timeout, args.bundle)
     else:

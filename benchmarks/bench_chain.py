@@ -1,0 +1,131 @@
+"""Time from "a step of the capacity chain has no capacity" to "the gang runs on the next step",
+on emulated slices (docs/capacity.md).
+
+One emulated cluster (a v6e 4x4 slice and a v5e 4x4 slice) for every trial. Before the trials,
+TPU worker 1 of the v6e slice is killed: the v6e step has no whole slice (a spot stockout or
+preemption), the v5e step has one. Per trial, ray_apps.train runs as its own driver process
+with the chain [v6e 4x4, v5e 4x4] and --slice-deadline-s D; measured from the driver's start to
+the new gang running (every rank of attempt 1 recorded its placement on the v5e slice, from the
+run's own placement files). The target is D + 30 s: the driver waits D on the empty step, then
+JaxTrainer must have the gang placed within 30 s.
+
+Serve is not measured here: its fallback is Ray's fallback_strategy on one replica actor,
+which Ray resolves at scheduling time with no deadline of ours.
+
+Prints the figures (median, min, max) and writes them as JSON. Usage:
+    .venv/bin/python benchmarks/bench_chain.py [--trials 3] [--deadline 10]
+        [--out /tmp/tpuray-bench-chain.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
+
+from ray_apps import data, train  # noqa: E402
+from ray_apps.contracts import ShapeStep  # noqa: E402
+from tpuray import catalog  # noqa: E402
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
+
+V6E = catalog.lookup("v6e", "4x4")
+V5E = catalog.lookup("v5e", "4x4")
+DEFAULT_OUT = "/tmp/tpuray-bench-chain.json"
+BATCH, STEPS = 16, 2
+
+
+def _step(shape: catalog.SliceShape) -> str:
+    return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host).to_flag()
+
+
+def train_trial(cluster: EmulatedCluster, workdir: Path, index: int, deadline_s: float) -> float:
+    run_name = f"chain-{index}"
+    argv = [
+        sys.executable,
+        "-m",
+        "ray_apps.train",
+        "--device=emulated",
+        f"--accelerator-type={V6E.ray_accelerator_type}",
+        f"--topology={V6E.topology}",
+        f"--hosts-per-slice={V6E.hosts}",
+        f"--chips-per-host={V6E.chips_per_host}",
+        f"--fallback-shapes={_step(V5E)}",
+        f"--slice-deadline-s={deadline_s:g}",
+        f"--steps={STEPS}",
+        "--checkpoint-every=1",
+        f"--batch-size={BATCH}",
+        f"--data-uri={workdir / 'data'}",
+        f"--storage-uri={workdir / 'runs'}",
+        f"--run-name={run_name}",
+    ]
+    env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    run_uri = str(workdir / "runs" / run_name)
+    start = time.time()
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            placed = [p for p in train.read_placements(run_uri) if p["attempt"] == 1]
+            if len(placed) == V5E.hosts:
+                assert {p["pod_type"] for p in placed} == {V5E.pod_type}, placed
+                return max(p["time"] for p in placed) - start
+            if proc.poll() is not None:
+                raise RuntimeError(f"the driver exited ({proc.returncode}) before the gang was placed")
+            if time.time() - start > deadline_s + 300:
+                raise TimeoutError("no gang on the fallback shape within the deadline + 300 s")
+            time.sleep(0.1)
+    finally:
+        proc.wait(timeout=300)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--deadline", type=float, default=10.0, help="--slice-deadline-s of the driver")
+    p.add_argument("--out", default=DEFAULT_OUT)
+    args = p.parse_args(argv)
+
+    workdir = Path(tempfile.mkdtemp(prefix="tpuray-bench-chain-"))
+    data.write_synthetic(str(workdir / "data"), rows=V5E.hosts * BATCH * STEPS, fmt="parquet", files=2)
+    specs = [
+        SliceSpec("v6e-bc-0", "train", V6E, "spot", tier="spot"),
+        SliceSpec("v5e-bc-0", "train", V5E, "on-demand", tier="on-demand"),
+    ]
+    state_dir = tempfile.mkdtemp(prefix="tpbc-", dir="/tmp")
+    cluster = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="bench-chain")
+    try:
+        cluster.kill_host("v6e-bc-0", 1)  # the v6e step has no whole slice from here on
+        time.sleep(15)  # Ray notices the dead host (its view of the slice drops to 3 hosts)
+        seconds = [round(train_trial(cluster, workdir, i, args.deadline), 2) for i in range(args.trials)]
+    finally:
+        cluster.stop()
+    results: dict[str, Any] = {
+        "benchmark": "chain",
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_1m": os.getloadavg()[0]},
+        "deadline_s": args.deadline,
+        "train_seconds": seconds,
+        "train_median_s": statistics.median(seconds),
+        "target_s": args.deadline + 30,
+    }
+    print(
+        f"train: empty step -> gang on the fallback shape: median {statistics.median(seconds):.1f} s "
+        f"(min {min(seconds):.1f}, max {max(seconds):.1f}, {len(seconds)} trials; "
+        f"target {args.deadline + 30:g} s = deadline + 30 s; load {os.getloadavg()[0]:.1f})"
+    )
+    write_results(results, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
