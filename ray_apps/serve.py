@@ -219,6 +219,29 @@ class CheckpointPredictor:
         return self.health.report()
 
 
+# Above the deployment: @serve.deployment pickles the class where it is defined, with the module
+# globals that exist at that point (a helper defined below it is a NameError in the replica).
+def replica_placement(node_labels: dict[str, str], primary: dict[str, str] | None) -> dict[str, Any]:
+    """What /healthz says about where a replica runs: its node's slice, generation and tier, and
+    whether the node is off the primary selector (a fallback step of the chain)."""
+    return {
+        "slice": node_labels.get(slices.SLICE_NAME),
+        "generation": node_labels.get(slices.GENERATION),
+        "tier": node_labels.get(slices.CAPACITY_TIER) or node_labels.get(slices.MARKET_TYPE),
+        "fallback": bool(primary) and not slices.label_matches(primary or {}, node_labels),
+    }
+
+
+def _own_node_labels() -> dict[str, str]:  # pragma: no mutate (Ray's live view)
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return dict(node.get("Labels") or {})
+    return {}
+
+
 @serve.deployment(
     name="checkpoint-model",
     health_check_period_s=HEALTH_CHECK_PERIOD_S,
@@ -259,27 +282,6 @@ def checkpoint_actor_options(args: AppArgs) -> dict[str, Any]:
     if args.fallback_label_selectors:
         options["fallback_strategy"] = slices.fallback_strategy(args.fallback_label_selectors)
     return options
-
-
-def replica_placement(node_labels: dict[str, str], primary: dict[str, str] | None) -> dict[str, Any]:
-    """What /healthz says about where a replica runs: its node's slice, generation and tier, and
-    whether the node is off the primary selector (a fallback step of the chain)."""
-    return {
-        "slice": node_labels.get(slices.SLICE_NAME),
-        "generation": node_labels.get(slices.GENERATION),
-        "tier": node_labels.get(slices.CAPACITY_TIER) or node_labels.get(slices.MARKET_TYPE),
-        "fallback": bool(primary) and not slices.label_matches(primary or {}, node_labels),
-    }
-
-
-def _own_node_labels() -> dict[str, str]:  # pragma: no mutate (Ray's live view)
-    import ray
-
-    node_id = ray.get_runtime_context().get_node_id()
-    for node in ray.nodes():
-        if node.get("NodeID") == node_id:
-            return dict(node.get("Labels") or {})
-    return {}
 
 
 # ---------------------------------------------------------------- builder
