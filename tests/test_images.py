@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -64,9 +65,18 @@ def test_dockerfile_defaults_are_the_stack_pins_and_the_lock_versions(stack: str
         assert arg_defaults(images.dockerfile(name)) == images.build_args(cfg, name)
 
 
-def test_serve_llm_pins_the_vllm_tpu_build() -> None:
+def test_serve_llm_pins_the_vllm_tpu_build_of_the_vllm_release_ray_llm_requires() -> None:
     defaults = arg_defaults(images.dockerfile("serve-llm"))
-    assert (defaults["VLLM_TPU_VERSION"], defaults["TPU_INFERENCE_VERSION"]) == ("0.32.0", "0.32.0")
+    assert (defaults["VLLM_TPU_VERSION"], defaults["TPU_INFERENCE_VERSION"]) == ("0.29.0", "0.29.0")
+    # The installed Ray's own metadata: Ray Serve LLM 2.60 is built against this vLLM release.
+    assert 'vllm[audio]==0.29.0; extra == "llm"' in (importlib.metadata.requires("ray") or [])
+
+
+def test_serve_llm_keeps_fastapi_below_0_137_where_ray_2_60_serve_routes_answer_400() -> None:
+    # ray-project/ray#64475; vllm-tpu 0.29.0's own METADATA asks for fastapi[standard]<0.137.0,>=0.133.0.
+    text = images.dockerfile("serve-llm").read_text()
+    assert '"fastapi[standard]>=0.133.0,<0.137.0"' in text
+    assert '"ray[default]==${RAY_VERSION}"' in text
 
 
 def _stack_with(tmp_path: Path, stack: str, images_config: dict[str, Any]) -> Path:

@@ -26,8 +26,9 @@ IMAGES_DIR = REPO_ROOT / "images"
 # The apps' Python dependencies on top of the -tpu base (which carries jax[tpu] and Ray),
 # installed into the ray-tpu image at the versions requirements.lock pins.
 APP_PACKAGES = ("optax",)
-# The vLLM TPU build, pinned here (not in requirements.lock: it does not install on CPU CI).
-VLLM_TPU_PACKAGES = {"vllm-tpu": "0.32.0", "tpu-inference": "0.32.0"}
+# The vLLM TPU build, pinned here (not in requirements.lock: it does not install on CPU CI):
+# 0.29.0, the vLLM release that ray 2.60.0's `ray[llm]` extra requires (images/serve-llm/Dockerfile).
+VLLM_TPU_PACKAGES = {"vllm-tpu": "0.29.0", "tpu-inference": "0.29.0"}
 OCI_BASE_LABEL = "org.opencontainers.image.base.name"
 
 
