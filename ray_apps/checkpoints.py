@@ -30,7 +30,10 @@ def _is_complete(fs: pafs.FileSystem, path: str) -> bool:
     return all(i.type == pafs.FileType.File for i in infos)
 
 
-def _uri_of(uri: str, path: str) -> str:
+def uri_of(uri: str, path: str) -> str:
+    """`path` (of `uri`'s filesystem) as a URI with `uri`'s scheme."""
+    if "://" in path:
+        return path
     scheme = uri.split("://", 1)[0] + "://" if "://" in uri else ""
     return scheme + path
 
@@ -42,16 +45,23 @@ def find_latest(uri: str) -> tuple[str, int] | None:
     if _is_complete(fs, root):
         with fs.open_input_stream(f"{root}/{META_FILE}") as f:
             step = int(json.loads(f.read().decode())["step"])
-        return _uri_of(uri, root), step
-    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-    candidates: list[tuple[int, str]] = []
+        return uri_of(uri, root), step
+    # Recursive, and checkpoint folders found from their files' paths: on GCS a folder Ray Train
+    # uploaded into has no object of its own, and pyarrow's GcsFileSystem lists only objects
+    # (gcsfs.cc GetFileInfo(FileSelector) calls ListObjects, not ListObjectsAndPrefixes), so a
+    # non-recursive listing of the run folder shows none of its checkpoints
+    # (https://github.com/apache/arrow/issues/35993). The GCS emulator answers the same way.
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    folders: dict[int, str] = {}
     for info in infos:
-        m = CHECKPOINT_DIR_RE.search(info.base_name)
-        if info.type == pafs.FileType.Directory and m:
-            candidates.append((int(m.group(1)), info.path))
+        top, _, rest = info.path[len(root) + 1 :].partition("/")
+        m = CHECKPOINT_DIR_RE.search(top)
+        if m and rest and info.type == pafs.FileType.File:
+            folders[int(m.group(1))] = f"{root}/{top}"
+    candidates = list(folders.items())
     for step, path in sorted(candidates, reverse=True):
         if _is_complete(fs, path):
-            return _uri_of(uri, path), step
+            return uri_of(uri, path), step
     return None
 
 

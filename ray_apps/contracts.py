@@ -20,6 +20,9 @@ from typing import Any, Literal
 TRAIN_MODULE = "ray_apps.train"
 SERVE_IMPORT_PATH = "ray_apps.serve:build_app"
 RESULT_PREFIX = "TPURAY_RESULT "  # then one line of JSON
+# The variable Google's storage clients read to use a GCS emulator instead of GCS: set on every
+# emulated host by `tpuray local up`, never on GKE (ray_apps.runtime.filesystem).
+STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 
 Device = Literal["tpu", "emulated", "cpu"]
 DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from ray_apps import code_identity, features
 from ray_apps.contracts import RESULT_PREFIX
-from ray_apps.runtime import ensure_ray, filesystem
+from ray_apps.runtime import custom_filesystem, ensure_ray, filesystem
 
 if TYPE_CHECKING:
     import ray.data
@@ -110,16 +110,17 @@ def read_raw(uri: str, fmt: Format | None = None) -> ray.data.Dataset:
     import ray.data
 
     fmt = fmt or detect_format(uri)
+    fs, path = custom_filesystem(uri)
     if fmt == "parquet":
         saved = os.environ.get(FOOTER_READERS_ENV)
         if saved is None:
             os.environ[FOOTER_READERS_ENV] = str(footer_readers(len(list_files(uri))))
         try:
-            return ray.data.read_parquet(uri, file_extensions=["parquet"])
+            return ray.data.read_parquet(path, filesystem=fs, file_extensions=["parquet"])
         finally:
             if saved is None:
                 os.environ.pop(FOOTER_READERS_ENV, None)
-    return ray.data.read_json(uri, lines=True, file_extensions=["jsonl", "json"])
+    return ray.data.read_json(path, filesystem=fs, lines=True, file_extensions=["jsonl", "json"])
 
 
 def _engineer_batch(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

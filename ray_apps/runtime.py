@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ray_apps.contracts import STORAGE_EMULATOR_ENV
+
 
 def ensure_ray(address: str | None = None, **local_kwargs: Any) -> None:
     """Connect to a running cluster, or start a private local one on 127.0.0.1.
@@ -46,10 +48,29 @@ def use_loopback_only() -> None:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """(filesystem, path) for gs://... or a local path (pyarrow resolves both)."""
+    """(filesystem, path) for gs://... or a local path.
+
+    On GKE pyarrow resolves gs:// itself (GcsFileSystem with the pod's Workload Identity
+    credentials). pyarrow's GcsFileSystem (google-cloud-cpp) does not read
+    STORAGE_EMULATOR_HOST, and its default credentials look for a metadata server, which
+    hangs where there is none; so when the variable is set, gs:// goes to that endpoint with
+    anonymous credentials, as google-cloud-storage's own client does."""
+    host = os.environ.get(STORAGE_EMULATOR_ENV)
+    if uri.startswith("gs://") and host:
+        scheme, _, endpoint = host.rpartition("://")
+        fs = pafs.GcsFileSystem(anonymous=True, endpoint_override=endpoint, scheme=scheme or "http")
+        return fs, uri[len("gs://") :].rstrip("/")
     if "://" not in uri:
         uri = os.path.abspath(uri)
     return pafs.FileSystem.from_uri(uri)
+
+
+def custom_filesystem(uri: str) -> tuple[pafs.FileSystem | None, str]:
+    """What Ray's readers and RunConfig take: (None, uri) when Ray resolves the URI itself,
+    or (filesystem, path without the scheme) when `filesystem` had to build one."""
+    if uri.startswith("gs://") and os.environ.get(STORAGE_EMULATOR_ENV):
+        return filesystem(uri)
+    return None, uri
 
 
 def join(uri: str, *parts: str) -> str:

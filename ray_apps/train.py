@@ -43,7 +43,7 @@ from typing import Any
 
 from ray_apps import checkpoints, code_identity, contracts
 from ray_apps.contracts import RESULT_PREFIX, Device
-from ray_apps.runtime import ensure_ray, filesystem, join
+from ray_apps.runtime import custom_filesystem, ensure_ray, filesystem, join
 from ray_apps.watchdog import StepMetrics, StepWatchdog, WatchdogConfig, create_board
 
 DATASET_NAME = "train"
@@ -101,9 +101,11 @@ def build_scaling_config(args: TrainArgs) -> Any:
 def build_run_config(args: TrainArgs) -> Any:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
 
+    fs, path = custom_filesystem(storage_path(args.storage_uri))
     return RunConfig(
         name=args.run_name,
-        storage_path=storage_path(args.storage_uri),
+        storage_path=path,
+        storage_filesystem=fs,
         failure_config=FailureConfig(max_failures=args.max_failures),
         # Keep a few: Serve and resumption only need the latest; older ones help debugging.
         checkpoint_config=CheckpointConfig(num_to_keep=5),
@@ -508,7 +510,8 @@ def run(args: TrainArgs) -> dict[str, Any]:
         with result.checkpoint.as_directory() as d:
             final = m.load_checkpoint(d)
         summary.update(
-            checkpoint=result.checkpoint.path,
+            # With a custom filesystem (the GCS emulator) Ray's path has no scheme: give it back.
+            checkpoint=checkpoints.uri_of(args.run_uri, result.checkpoint.path),
             final_step=final.step,
             final_loss=final.history[-1]["loss"] if final.history else None,
             attempts=final.attempts,

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import yaml
 
 from tests.conftest import mocked
 from tpuray import catalog
-from tpuray.localrun import job_for_emulator, local_uri, rendered, serve_config_for_emulator
-
-ROOT = Path("/tmp/stand-in-gcs")
+from tpuray.localrun import gs_uris, job_for_emulator, rendered, serve_config_for_emulator
 
 
 def argv_of(entrypoint: str) -> dict[str, str]:
@@ -19,32 +16,33 @@ def argv_of(entrypoint: str) -> dict[str, str]:
     return dict(zip(argv[3::2], argv[4::2], strict=False))
 
 
-def test_gcs_uris_map_to_a_local_stand_in_and_local_paths_stay():
-    assert local_uri("gs://acme-data/regression/", ROOT) == "/tmp/stand-in-gcs/acme-data/regression"
-    assert local_uri("/data/x", ROOT) == "/data/x"
+def test_the_buckets_to_create_are_the_gs_uris_of_the_arguments():
+    assert gs_uris(["--data-uri", "gs://acme-data/regression/", "--steps", 20, "/data/x"]) == [
+        "gs://acme-data/regression/"
+    ]
 
 
-def test_the_job_keeps_the_rendered_entrypoint_except_device_and_bucket_paths():
+def test_the_job_keeps_the_rendered_entrypoint_except_the_device_data_and_checkpoints_included():
     rayjob = rendered(mocked("dev"), "RayJob")
-    job = job_for_emulator(rayjob, ROOT)
+    job = job_for_emulator(rayjob)
     original, local = argv_of(rayjob["spec"]["entrypoint"]), argv_of(job.entrypoint)
     assert local["--device"] == "emulated" and original["--device"] == "tpu"
-    assert local["--data-uri"] == local_uri(original["--data-uri"], ROOT)
-    assert local["--storage-uri"] == local_uri(original["--storage-uri"], ROOT)
-    unchanged = set(original) - {"--device", "--data-uri", "--storage-uri"}
+    assert local["--data-uri"] == original["--data-uri"] == "gs://acme-ml-dev-data/regression/"
+    assert local["--storage-uri"] == original["--storage-uri"] == "gs://acme-ml-dev-ray/checkpoints"
+    unchanged = set(original) - {"--device"}
     assert {k: local[k] for k in unchanged} == {k: original[k] for k in unchanged}
 
 
 def test_every_rewrite_is_listed_with_its_reason():
-    job = job_for_emulator(rendered(mocked("dev"), "RayJob"), ROOT)
-    assert any(r.startswith("--device: tpu -> emulated") for r in job.rewrites)
-    assert any(r.startswith("--data-uri: gs://") and "STORAGE_EMULATOR_HOST" in r for r in job.rewrites)
-    assert any(r.startswith("image: rayproject/ray:2.60.0-py312-tpu -> ") for r in job.rewrites)
+    job = job_for_emulator(rendered(mocked("dev"), "RayJob"))
+    assert job.rewrites[0] == "--device: tpu -> emulated (JAX on CPU, gloo collectives)"
+    assert job.rewrites[1].startswith("image: rayproject/ray:2.60.0-py312-tpu -> ")
+    assert len(job.rewrites) == 2
 
 
 def test_the_runtime_env_is_kept_as_rendered_bundle_uri_included():
     rayjob = rendered(mocked("dev"), "RayJob")
-    job = job_for_emulator(rayjob, ROOT)
+    job = job_for_emulator(rayjob)
     assert job.runtime_env == yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
     assert job.runtime_env["working_dir"].startswith("gs://acme-ml-dev-ray/bundles/tpuray-apps-")
     assert not any("working_dir" in r or "pip" in r for r in job.rewrites)
@@ -53,18 +51,22 @@ def test_the_runtime_env_is_kept_as_rendered_bundle_uri_included():
 def test_a_reduced_emulated_slice_rewrites_the_topology_arguments_from_the_catalog():
     rayjob = rendered(mocked("dev"), "RayJob")
     smaller = catalog.lookup("v6e", "2x4", "ct6e-standard-4t")
-    local = argv_of(job_for_emulator(rayjob, ROOT, smaller).entrypoint)
+    local = argv_of(job_for_emulator(rayjob, smaller).entrypoint)
     assert (local["--topology"], local["--hosts-per-slice"], local["--chips-per-host"]) == ("2x4", "2", "4")
 
 
-def test_serve_config_stays_on_loopback_and_reads_the_checkpoint_from_the_stand_in():
+def test_serve_config_stays_on_loopback_and_reads_the_checkpoint_from_its_gs_uri():
     rayservice = rendered(mocked("dev"), "RayService")
-    config, rewrites = serve_config_for_emulator(rayservice, ROOT)
+    config, rewrites = serve_config_for_emulator(rayservice)
     assert config["http_options"] == {"host": "127.0.0.1", "port": 8000}
     (app,) = config["applications"]
     original = yaml.safe_load(rayservice["spec"]["serveConfigV2"])["applications"][0]
     assert app["import_path"] == original["import_path"]
-    assert app["args"]["checkpoint_uri"] == local_uri(original["args"]["checkpoint_uri"], ROOT)
+    assert (
+        app["args"]["checkpoint_uri"]
+        == original["args"]["checkpoint_uri"]
+        == "gs://acme-ml-dev-ray/checkpoints/tpuray-dev-train"
+    )
     assert app["args"]["label_selector"] == original["args"]["label_selector"]
     assert app["runtime_env"] == original["runtime_env"]  # the bundle's gs:// URI, fetched by Ray
     assert any("loopback" in r for r in rewrites)

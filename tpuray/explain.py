@@ -55,7 +55,8 @@ def ignored(run: StackRun) -> list[str]:
             "authOptions token: the emulator runs with RAY_AUTH_MODE=disabled (no KubeRay to create the Secret)",
             "nodeSelector, tolerations, affinity and CPU/memory requests: the emulator places one raylet per TPU "
             "host by the catalog, not by the Kubernetes scheduler",
-            "serviceAccountName / Workload Identity: gs:// paths become local folders; no GCP credentials are used",
+            "serviceAccountName / Workload Identity: gs:// goes to the GCS emulator with anonymous credentials "
+            "(STORAGE_EMULATOR_HOST); no GCP credentials are used",
         ]
     if any(m["kind"] == "RayJob" for m in ray_objects):
         lines.append(

@@ -8,7 +8,8 @@ this machine is rewritten, and every rewrite is listed with its reason
 (`tpuray local run WORKLOAD STACK --explain`):
 - the image: this virtualenv stands in for it (`python` is its interpreter);
 - `--device tpu` becomes `--device emulated` (JAX on CPU with gloo collectives);
-- data and checkpoint gs:// URIs become <root>/gcs/bucket/path (DATA_REASON);
+- nothing of the data and checkpoint gs:// URIs: they go to the same GCS emulator, whose
+  address every emulated host has in STORAGE_EMULATOR_HOST (ray_apps.runtime.filesystem);
 - when the emulator had to shrink a topology, the topology arguments follow the slice it
   actually emulates (from the catalog);
 - Serve's HTTP proxy binds 127.0.0.1.
@@ -20,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import re
 import shlex
 import sys
@@ -56,10 +58,6 @@ TRAIN_MILESTONES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # POST /predict body (docs/apps.md): raw rows of sqft, rooms, age_years, distance_km, income_k.
 SAMPLE_REQUEST: dict[str, Any] = {"instances": [[1450.0, 3.0, 12.0, 8.5, 95.0], [2600.0, 5.0, 3.0, 22.0, 160.0]]}
 
-# Why data and checkpoints keep a local folder: Ray Data and Ray Train open gs:// through
-# pyarrow's GcsFileSystem (google-cloud-cpp), which ignores STORAGE_EMULATOR_HOST; reaching
-# the emulator would need app code that GKE never runs (an explicit endpoint override).
-DATA_REASON = "pyarrow's gs:// filesystem ignores STORAGE_EMULATOR_HOST: a local folder stands in for the bucket"
 IMAGE_REASON = (
     "this virtualenv stands in for the image: Ray, JAX, optax at the lock's versions; ray_apps only from the bundle"
 )
@@ -68,12 +66,6 @@ MISSING_IMPORT = "No module named 'ray_apps'"
 # The train flags and Serve app args that say which slice a job runs on (ray_apps/contracts.py).
 SHAPE_ARGS = contracts.SHAPE_FLAGS
 SHAPE_FLAGS = tuple(contracts.flag(name) for name in SHAPE_ARGS)
-
-
-def local_uri(uri: str, root: Path) -> str:
-    if uri.startswith("gs://"):
-        return str(root / uri[len("gs://") :])
-    return uri
 
 
 @dataclass
@@ -97,17 +89,14 @@ def _image_rewrite(manifest: dict[str, Any]) -> str:
     return f"image: {image} -> {sys.prefix} ({IMAGE_REASON})"
 
 
-def job_for_emulator(rayjob: dict[str, Any], root: Path, emulated: SliceShape | None = None) -> LocalJob:
+def job_for_emulator(rayjob: dict[str, Any], emulated: SliceShape | None = None) -> LocalJob:
     """The RayJob's entrypoint and runtime env, rewritten for the emulator."""
     spec = rayjob["spec"]
     rewrites: list[str] = []
     argv = shlex.split(spec["entrypoint"])
     for i, token in enumerate(argv[:-1]):
         value = argv[i + 1]
-        if value.startswith("gs://"):
-            argv[i + 1] = local_uri(value, root)
-            rewrites.append(f"{token}: {value} -> {argv[i + 1]} ({DATA_REASON})")
-        elif token == "--device" and value == "tpu":
+        if token == "--device" and value == "tpu":
             argv[i + 1] = "emulated"
             rewrites.append("--device: tpu -> emulated (JAX on CPU, gloo collectives)")
     if emulated is not None:
@@ -122,17 +111,13 @@ def job_for_emulator(rayjob: dict[str, Any], root: Path, emulated: SliceShape | 
 
 
 def serve_config_for_emulator(
-    rayservice: dict[str, Any], root: Path, emulated: SliceShape | None = None, http_port: int = 8000
+    rayservice: dict[str, Any], emulated: SliceShape | None = None, http_port: int = 8000
 ) -> tuple[dict[str, Any], list[str]]:
     """The RayService's serveConfigV2 for Serve's REST API on the emulator (loopback only)."""
     config = yaml.safe_load(rayservice["spec"]["serveConfigV2"])
     rewrites: list[str] = [_image_rewrite(rayservice)]
     for app in config["applications"]:
         args = app.setdefault("args", {})
-        for key, value in list(args.items()):
-            if isinstance(value, str) and value.startswith("gs://"):
-                args[key] = local_uri(value, root)
-                rewrites.append(f"args.{key}: {value} -> {args[key]} ({DATA_REASON})")
         if emulated is not None:
             for key, new in zip(SHAPE_ARGS, _shape_values(emulated), strict=True):
                 if key in args and str(args[key]) != new:
@@ -152,11 +137,22 @@ DATA_ROWS = 4096  # what `local run` generates when the job's data location is e
 SERVE_HTTP_PORT = 8000  # Serve's HTTP proxy on the emulator (127.0.0.1 only)
 
 
-def gcs_root() -> Path:
-    """Local stand-in for GCS buckets, shared by every emulated stack (bucket names are global)."""
-    from tpuray.emulator import local_root
+def gs_uris(values: list[Any]) -> list[str]:
+    """The gs:// URIs among a job's arguments or an app's args."""
+    return [v for v in values if isinstance(v, str) and v.startswith("gs://")]
 
-    return local_root() / "gcs"
+
+def use_storage(cluster: EmulatedCluster, uris: list[str]) -> None:
+    """Point this process at the cluster's GCS emulator and create the buckets `uris` name (on
+    GCP the Terraform foundation creates them): `local run` writes and lists data here too."""
+    host = cluster.state.storage_host
+    if not host:
+        raise UserError(
+            "the emulated cluster runs without its GCS emulator (started by an older tpuray): "
+            "`tpuray local down` and `tpuray local up` again"
+        )
+    os.environ[storage_emulator.HOST_ENV] = host
+    storage_emulator.create_buckets(host, uris)
 
 
 def rendered(run: StackRun, kind: str) -> dict[str, Any]:
@@ -235,9 +231,10 @@ def _set_flag(job: LocalJob, flag: str, value: str) -> None:
     job.entrypoint = shlex.join(argv)
 
 
-def _has_files(path: str) -> bool:
-    p = Path(path)
-    return p.is_dir() and any(f.is_file() for f in p.rglob("*"))
+def _has_files(uri: str) -> bool:
+    from ray_apps.data import list_files
+
+    return bool(list_files(uri))
 
 
 def deliver(cluster: EmulatedCluster, runtime_env: dict[str, Any], rewrites: list[str], bundle_zip: Path | None) -> str:
@@ -342,8 +339,9 @@ def run_data(
     bundle_zip: Path | None = None,
 ) -> dict:
     """Generate (when empty) and read the RayJob's data set, with the RayJob's runtime env."""
-    job = job_for_emulator(rendered(stack, "RayJob"), gcs_root())
+    job = job_for_emulator(rendered(stack, "RayJob"))
     deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
+    use_storage(cluster, gs_uris(shlex.split(job.entrypoint)))
     data_uri = job.argument("--data-uri")
     if data_uri is None:
         raise UserError("the RayJob's entrypoint has no --data-uri")
@@ -367,9 +365,10 @@ def run_train(
 ) -> dict:
     rayjob = rendered(stack, "RayJob")
     primary = emulated_shape(cluster, rayjob)
-    job = job_for_emulator(rayjob, gcs_root(), primary)
+    job = job_for_emulator(rayjob, primary)
     _rewrite_fallbacks(job, cluster, rayjob, primary)
     deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
+    use_storage(cluster, gs_uris(shlex.split(job.entrypoint)))
     if steps is not None:
         _set_flag(job, "--steps", str(steps))
     if slices is not None:
@@ -378,7 +377,7 @@ def run_train(
     job.entrypoint = _python(job.entrypoint, job.rewrites)
     data_uri = job.argument("--data-uri")
     if data_uri and not _has_files(data_uri):
-        # Writing files needs no cluster: the stand-in bucket is a local folder.
+        # Written from here, to the GCS emulator (use_storage), as a team would upload its data.
         from ray_apps.data import write_synthetic
 
         paths = write_synthetic(data_uri, DATA_ROWS)
@@ -413,10 +412,11 @@ def run_serve(
     ]
     if missing:  # fail before deploying, not after a deadline spent in DEPLOYING
         raise UserError(missing[0], code=1)
-    config, rewrites = serve_config_for_emulator(rayservice, gcs_root(), shape, http_port)
+    config, rewrites = serve_config_for_emulator(rayservice, shape, http_port)
     for app in config["applications"]:
         if not llm_rewrite.is_llm_app(app):  # Ray's own LLM app runs no code of the bundle
             deliver(cluster, app.setdefault("runtime_env", {}), rewrites, bundle_zip)
+        use_storage(cluster, gs_uris(list(app.get("args", {}).values())))
     _print_rewrites(console, "serve", rewrites)
     base = cluster.state.dashboard_url
     t0 = time.monotonic()
@@ -472,11 +472,11 @@ def explain(stack: StackRun, workload: str, cluster: EmulatedCluster | None) -> 
     if workload == "serve":
         manifest = rendered(stack, "RayService")
         shape = emulated_shape(cluster, manifest) if cluster else None
-        _, rewrites = serve_config_for_emulator(manifest, gcs_root(), shape)
+        _, rewrites = serve_config_for_emulator(manifest, shape)
         kept = "import_path, runtime_env (working_dir: the bundle on the GCS emulator), every other app argument"
     else:
         manifest = rendered(stack, "RayJob")
-        job = job_for_emulator(manifest, gcs_root(), emulated_shape(cluster, manifest) if cluster else None)
+        job = job_for_emulator(manifest, emulated_shape(cluster, manifest) if cluster else None)
         _python(job.entrypoint, job.rewrites)
         rewrites = job.rewrites
         kept = "the entrypoint's module and other arguments, runtime_env (working_dir: the bundle on the GCS emulator)"

@@ -26,8 +26,10 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from urllib.parse import quote
 
-HOST_ENV = "STORAGE_EMULATOR_HOST"
+from ray_apps.contracts import STORAGE_EMULATOR_ENV as HOST_ENV
+
 START_TIMEOUT_S = 30.0
 
 
@@ -80,6 +82,16 @@ def upload(host: str, uri: str, data: bytes) -> None:
     bucket.blob(key).upload_from_string(data, content_type="application/zip")
 
 
+def create_buckets(host: str, uris: list[str]) -> None:
+    """Create the buckets of gs:// `uris` on the emulator at `host` (those that do not exist)."""
+    from tpuray.bundle import split_gs
+
+    client = _client(host)
+    for name in dict.fromkeys(split_gs(uri)[0] for uri in uris):
+        if not client.bucket(name).exists():
+            client.create_bucket(name)
+
+
 def exists(host: str, uri: str) -> bool:
     from tpuray.bundle import split_gs
 
@@ -88,11 +100,27 @@ def exists(host: str, uri: str) -> bool:
     return bucket.exists() and bucket.blob(key).exists()
 
 
+def _flat_object_path(self: object, bucket_name: str, file_name: str) -> str:
+    """One file per object, named by the quoted object name.
+
+    GCS's namespace is flat: objects `data/` (the directory marker pyarrow's create_dir and Ray
+    Train write) and `data/part-0.parquet` coexist. gcp-storage-emulator 2026.7.19 keeps each
+    object's bytes at <bucket>/<object name> on disk, so once `data/` exists the upload of
+    `data/part-0.parquet` fails in its handler (FileExistsError: a file where a folder must
+    go), the request gets no answer, and the client waits until its own timeout. Listing and
+    metadata come from the emulator's object table, not from this layout, so only where the
+    bytes sit changes."""
+    return f"{bucket_name}/{quote(file_name.replace(chr(92), '/').lstrip('/'), safe='')}"
+
+
 def _serve(argv: list[str]) -> int:
     import argparse
     import logging
 
+    from gcp_storage_emulator import storage
     from gcp_storage_emulator.__main__ import get_server
+
+    storage.Storage._object_path = _flat_object_path  # type: ignore[method-assign]
 
     parser = argparse.ArgumentParser(prog="python -m tpuray.storage_emulator serve")
     parser.add_argument("--data-dir", required=True)

@@ -143,11 +143,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"Ray job logs (driver and workers' output): {logs}")
     try:
         with logs.open("w") as log:
-            # The demo trains from scratch: drop an earlier demo's checkpoints of this run.
-            job = localrun.job_for_emulator(localrun.rendered(stack, "RayJob"), localrun.gcs_root())
-            storage, run_name = job.argument("--storage-uri"), job.argument("--run-name")
-            if storage and run_name and Path(storage, run_name).is_dir():
-                shutil.rmtree(Path(storage, run_name))
+            # The demo trains from scratch: `local up` started an empty GCS emulator.
             console.print(Rule(f"3/5 training {args.steps} steps on one emulated slice"))
             with phases.time("train"), console.status("training: submitting the RayJob") as status:
                 with job_console(console, log, args.verbose, status, args.steps) as out:
@@ -230,11 +226,13 @@ def timing_lines(timings: dict[str, Any]) -> list[str]:
 def _step_losses(train: dict[str, Any]) -> dict[int, float]:
     """Every step's loss from the final checkpoint's history (the job prints one per checkpoint)."""
     ckpt = train.get("checkpoint")
-    if not ckpt or not Path(ckpt).is_dir():
+    if not ckpt:
         return {}
-    from ray_apps import model
+    from ray_apps import checkpoints, model
 
-    return {int(h["step"]): float(h["loss"]) for h in model.load_checkpoint(ckpt).history}  # last attempt wins
+    # On the GCS emulator (localrun.use_storage pointed this process at it) or a local folder.
+    history = model.load_checkpoint(checkpoints.fetch(ckpt)).history
+    return {int(h["step"]): float(h["loss"]) for h in history}  # last attempt wins
 
 
 def _keep_ray_logs(cluster: emulator.EmulatedCluster, dest: Path) -> None:
