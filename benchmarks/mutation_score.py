@@ -1,7 +1,11 @@
 """Score per module of the last `mutmut run` (read from mutants/**/*.meta), checked against
 the equivalent-mutant list, written to benchmarks/mutation.json.
 
-    python benchmarks/mutation_score.py [--min 80] [--out benchmarks/mutation.json]
+    python benchmarks/mutation_score.py [--min 80] [--run .mutation/run.json] [MUTANTS_DIR ...]
+
+MUTANTS_DIR: mutmut trees (default: .mutation/*, what benchmarks/mutation_run.py leaves, or
+mutants/). Modules scored now replace their entries in benchmarks/mutation.json; the others
+stay, with the run that measured them.
 
 killed: a fast test failed (or the mutant hung past mutmut's timeout, which a test run
 also notices). survived: every test passed. no tests: no fast test runs that code.
@@ -74,12 +78,18 @@ def scores(mutants: Path) -> dict[str, dict[str, object]]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--min", type=float, default=80.0, help="minimum score per module, in %%")
-    parser.add_argument("--mutants", type=Path, default=ROOT / "mutants")
+    parser.add_argument("mutants", type=Path, nargs="*")
+    parser.add_argument("--run", type=Path, help="timings written by mutation_run.py")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mutation.json")
     args = parser.parse_args()
-    per_module = scores(args.mutants)
+    trees = args.mutants or sorted(p for p in (ROOT / ".mutation").glob("*") if p.is_dir()) or [ROOT / "mutants"]
+    run = json.loads(args.run.read_text()) if args.run else {}
+    per_module: dict[str, dict[str, object]] = {}
+    for tree in trees:
+        for module, row in scores(tree).items():
+            per_module[module] = {"group": tree.name, **row}
     if not per_module:
-        print(f"no mutmut results under {args.mutants}: run `make mutation` first")
+        print(f"no mutmut results under {', '.join(map(str, trees))}: run `make mutation` first")
         return 1
     explained = equivalent_mutants()
     failed = False
@@ -92,7 +102,13 @@ def main() -> int:
         print(f"{flag:3} {module}: {row['score']} % killed of {row['mutants']} ({len(unexplained)} unexplained)")
         for name in unexplained:
             print(f"      survivor: {name}   (mutmut show {name})")
-    write_results({"minimum": args.min, "modules": per_module}, args.out)
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    common = {k: run[k] for k in ("date", "max_children", "cpus") if k in run}
+    groups = {**old.get("groups", {}), **{g: {**common, **t} for g, t in run.get("per_group", {}).items()}}
+    total = {k: v for k, v in run.items() if k != "per_group"} or old.get("last_run", {})
+    modules = {**old.get("modules", {}), **per_module}
+    results = {"minimum": args.min, "last_run": total, "groups": groups, "modules": dict(sorted(modules.items()))}
+    write_results(results, args.out)
     return 1 if failed else 0
 
 

@@ -22,20 +22,29 @@ def _cached_run(stack: str) -> StackRun:
     return run_stack(stack)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _fresh_caches_under_a_mutant() -> None:
-    """Under `make mutation` the process was forked after the catalog's cached table was
-    built with the original code: rebuild it so that a mutant of _shape or all_shapes shows."""
-    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
+def _under_mutmut() -> bool:
+    """True while `make mutation` records which test runs what ("stats") or runs a mutant."""
+    run = os.environ.get("MUTANT_UNDER_TEST", "")
+    return run == "stats" or "__mutmut_" in run
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches_under_mutmut() -> None:
+    """mutmut forks each mutant from a process where the catalog's cached table was built
+    with the original code, and it runs a mutant only against the tests that called the
+    mutated function when it recorded them: rebuilding the table before every test makes
+    each test that reads the table call _shape and all_shapes, both while recording and
+    under a mutant."""
+    if _under_mutmut():
         from tpuray import catalog
 
         catalog.all_shapes.cache_clear()
 
 
 def mocked(stack: str) -> StackRun:
-    # Under `make mutation` a mutant is active in a process forked after the cache was filled:
-    # run the program again so that the mutant's effect is seen.
-    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
+    # Under `make mutation` the cached run was made with the original code, and by an earlier
+    # test: run the program again so that this test both records and sees a mutant's effect.
+    if _under_mutmut():
         return run_stack(stack)
     return _cached_run(stack)
 

@@ -60,6 +60,7 @@ DiffError = errors.DiffError  # a problem with the request (unknown ref, not a g
 # ---------------------------------------------------------------------------- git
 
 
+# pragma: no mutate start (git subprocesses: covered by test_diff.py on real refs)
 def _git(repo: Path, *args: str, check: bool = True, binary: bool = False) -> Any:
     result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=not binary)
     if check and result.returncode != 0:
@@ -110,6 +111,7 @@ def extract(repo: Path, sha: str, dest: Path) -> Path:
     return dest
 
 
+# pragma: no mutate end
 # ---------------------------------------------------------------------------- one side
 
 
@@ -131,6 +133,7 @@ class Side:
         return list((self.doc or {}).get("violations") or [])
 
 
+# pragma: no mutate start (preview subprocesses: covered by test_diff.py)
 def tree_stacks(tree: Path) -> list[str]:
     return stack_names(tree / "stacks")
 
@@ -162,6 +165,7 @@ def preview_side(tree: Path, stack: str) -> Side:
     return Side(stack, error="; ".join(errors) or (lines[-1] if lines else f"exit {result.returncode}"))
 
 
+# pragma: no mutate end
 # ---------------------------------------------------------------------------- comparing
 
 
@@ -416,6 +420,7 @@ def compare(stack: str, base_tree: Path, head_tree: Path, base: Side, head: Side
     return StackDiff(stack, base, head, changes, introduced, resolved, CostDiff(base_cost, head_cost, note))
 
 
+# pragma: no mutate start (git and preview subprocesses: covered by test_diff.py)
 def run_diff(repo: Path, base_ref: str, stacks: list[str] | None = None, jobs: int | None = None) -> Report:
     """Compare every stack (or `stacks`) at `base_ref` with the working tree of `repo`."""
     root = repo_root(repo)
@@ -438,3 +443,6 @@ def run_diff(repo: Path, base_ref: str, stacks: list[str] | None = None, jobs: i
             sha,
             [compare(s, base_tree, root, sides[2 * i], sides[2 * i + 1]) for i, s in enumerate(names)],
         )
+
+
+# pragma: no mutate end

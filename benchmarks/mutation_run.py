@@ -1,0 +1,149 @@
+"""`make mutation`: mutmut over each core module against the fast tests that concern it.
+
+    python benchmarks/mutation_run.py [--max-children 2] [GROUP ...]
+
+mutmut 3 picks, for each mutant, the tests that executed the mutated function in one
+recorded run. The catalog and config are executed by nearly every test (every stack render
+looks up a shape), so against the whole fast suite each surviving mutant of theirs would
+re-run hundreds of stack renders. Each group below therefore names the module(s) it mutates
+and the fast test files that specify them; mutmut runs once per group (its own `mutants/`
+tree, since mutmut keeps one test selection per tree), and the tree is then kept under
+.mutation/<group>/ for `mutmut show` (see docs/testing.md). No group runs a Ray cluster:
+every test file listed here is fast (`-m "not slow"` is in [tool.mutmut] as well).
+
+Per group and in total it records the wall time, the CPU seconds of mutmut and every
+process it forked (getrusage of the children) and the load average sampled every 10 s
+while it ran (the machine may be shared), then scores every group with mutation_score.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / ".mutation"
+
+# group -> (files mutmut mutates, fast test files that specify them)
+GROUPS: dict[str, tuple[list[str], list[str]]] = {
+    "catalog": (
+        ["tpuray/catalog.py"],
+        ["tests/test_catalog.py", "tests/test_catalog_lookups.py", "tests/test_config_checks.py"],
+    ),
+    "config": (["tpuray/config.py"], ["tests/test_config.py", "tests/test_config_checks.py"]),
+    "capacity": (
+        ["tpuray/capacity.py", "infra/components/capacity_chain.py"],
+        ["tests/test_capacity.py", "tests/test_config_checks.py"],
+    ),
+    "policies": (
+        ["tpuray/policies/rules_*.py"],
+        [
+            "tests/test_policy_branches.py",
+            "tests/test_policy_internals.py",
+            "tests/test_security_policies.py",
+            "tests/test_podsecurity.py",
+        ],
+    ),
+    "slices": (["ray_apps/slices.py"], ["tests/test_slices_choice.py", "tests/test_slices_reserve_timing.py"]),
+    "diff": (["tpuray/diff.py"], ["tests/test_diff_units.py", "tests/test_exit_codes.py"]),
+    "cli": (
+        ["tpuray/cli.py", "tpuray/errors.py", "tpuray/commands/check.py", "tpuray/commands/preview.py"],
+        ["tests/test_exit_codes.py", "tests/test_errors.py", "tests/test_check.py"],
+    ),
+}
+
+
+def run_group(name: str, max_children: int) -> None:
+    """In a child process: mutmut's run with this group's files and tests (mutmut reads its
+    configuration once, from pyproject.toml; the group overrides two fields of it)."""
+    from mutmut import configuration
+
+    only, tests = GROUPS[name]
+    cfg = configuration._load_config()
+    cfg.only_mutate = only
+    cfg.pytest_add_cli_args_test_selection = [t for t in tests if (ROOT / t).exists()]
+    configuration._config = cfg
+    from mutmut.__main__ import cli
+
+    cli.main(["run", "--max-children", str(max_children)], standalone_mode=False)
+
+
+class LoadSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self.stop.wait(10)
+
+    def summary(self) -> dict[str, float]:
+        s = self.samples or [os.getloadavg()[0]]
+        return {"min": round(min(s), 2), "mean": round(sum(s) / len(s), 2), "max": round(max(s), 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("groups", nargs="*", help=f"default: all of {', '.join(GROUPS)}")
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--inner", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner:
+        run_group(args.inner, args.max_children)
+        return 0
+    groups = args.groups or list(GROUPS)
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}; valid: {', '.join(GROUPS)}")
+    env = {**os.environ, "TPURAY_SHARED": os.environ.get("TPURAY_SHARED", str(ROOT.parent / "shared"))}
+    timings: dict[str, dict[str, object]] = {}
+    all_load = LoadSampler()
+    all_load.start()
+    started = time.monotonic()
+    for group in groups:
+        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load = LoadSampler()
+        load.start()
+        t0 = time.monotonic()
+        cmd = [sys.executable, __file__, "--inner", group, "--max-children", str(args.max_children)]
+        rc = subprocess.call(cmd, cwd=ROOT, env=env)
+        wall = time.monotonic() - t0
+        load.stop.set()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        timings[group] = {"rc": rc, "wall_s": round(wall), "cpu_s": round(cpu), "load_avg_1min": load.summary()}
+        print(f"== {group}: rc {rc}, {wall:.0f} s wall, {cpu:.0f} CPU s, load {load.summary()}", flush=True)
+        shutil.rmtree(RESULTS / group, ignore_errors=True)
+        RESULTS.mkdir(exist_ok=True)
+        if (ROOT / "mutants").exists():
+            shutil.move(ROOT / "mutants", RESULTS / group)
+    all_load.stop.set()
+    total = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "groups": groups,
+        "max_children": args.max_children,
+        "cpus": os.cpu_count(),
+        "wall_s": round(time.monotonic() - started),
+        "cpu_s": round(total.ru_utime + total.ru_stime),
+        "load_avg_1min": all_load.summary(),
+        "per_group": timings,
+    }
+    (RESULTS / "run.json").write_text(json.dumps(run, indent=2))
+    score = [sys.executable, str(ROOT / "benchmarks" / "mutation_score.py"), "--run", str(RESULTS / "run.json")]
+    return subprocess.call(score + [str(RESULTS / g) for g in groups], cwd=ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
