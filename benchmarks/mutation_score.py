@@ -7,8 +7,8 @@ MUTANTS_DIR: mutmut trees (default: .mutation/*, what benchmarks/mutation_run.py
 mutants/). Modules scored now replace their entries in benchmarks/mutation.json; the others
 stay, with the run that measured them.
 
-killed: a fast test failed (or the mutant hung past mutmut's timeout, which a test run
-also notices). survived: every test passed. no tests: no fast test runs that code.
+killed: a fast test failed, or the mutant ran past mutmut's time limit (also listed as
+"timeout": on a loaded machine some of those are the load, not the mutant). survived: every test passed. no tests: no fast test runs that code.
 Score = killed / (killed + survived + no tests + other), per module.
 A survivor listed in benchmarks/mutation-equivalent.txt (one `name  # why` per line) is
 equivalent: it counts as survived in the score but is explained. Exit 1 when a module is
@@ -28,7 +28,8 @@ from results import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "benchmarks" / "mutation-equivalent.txt"
-KILLED = {1, 3, 36, 37, 24, -24, 152, 255}  # mutmut stats.py: killed, type check, timeouts
+KILLED = {1, 3, 37}  # mutmut stats.py: a test failed (or pytest errored), type check
+TIMEOUT = {36, 24, -24, 152, 255}  # mutmut stats.py: past its time limit (SIGXCPU); counted as killed
 SURVIVED = {0}
 NO_TESTS = {5, 33}
 
@@ -54,6 +55,9 @@ def scores(mutants: Path) -> dict[str, dict[str, object]]:
         for name, code in codes.items():
             if code in KILLED:
                 counts["killed"] += 1
+            elif code in TIMEOUT:
+                counts["killed"] += 1
+                counts["timeout"] += 1
             elif code in SURVIVED:
                 counts["survived"] += 1
                 survivors.append(name)
@@ -103,7 +107,7 @@ def main() -> int:
         for name in unexplained:
             print(f"      survivor: {name}   (mutmut show {name})")
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    common = {k: run[k] for k in ("date", "max_children", "cpus") if k in run}
+    common = {k: run[k] for k in ("date", "max_children", "cpus", "timeout_multiplier") if k in run}
     groups = {**old.get("groups", {}), **{g: {**common, **t} for g, t in run.get("per_group", {}).items()}}
     total = {k: v for k, v in run.items() if k != "per_group"} or old.get("last_run", {})
     modules = {**old.get("modules", {}), **per_module}
