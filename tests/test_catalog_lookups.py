@@ -30,6 +30,17 @@ def test_cube_rule_bounds_each_edge_separately() -> None:
     assert catalog.cube_topologies(4, 4, 8) == ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8")
 
 
+def test_cube_rule_puts_fewer_chips_first_even_with_a_longer_first_edge() -> None:
+    # 8x8x8 (512 chips) before 4x12x12 (576 chips), though 4 < 8.
+    assert catalog.cube_topologies(8, 12, 12)[-4:] == ("8x8x8", "4x12x12", "8x8x12", "8x12x12")
+
+
+def test_cube_rule_rounds_bounds_down_to_multiples_of_4() -> None:
+    assert catalog.cube_topologies(7, 8, 8)[4:] == ("4x4x4", "4x4x8", "4x8x8")
+    assert catalog.cube_topologies(8, 7, 8)[4:] == ("4x4x4", "4x4x8")
+    assert catalog.cube_topologies(4, 4, 7)[4:] == ("4x4x4",)
+
+
 def test_v4_rule_up_to_12x12x16_gives_20_topologies() -> None:
     shapes = catalog.cube_topologies(12, 12, 16)
     assert len(shapes) == 20
@@ -38,6 +49,20 @@ def test_v4_rule_up_to_12x12x16_gives_20_topologies() -> None:
 
 def test_2d_generations_describe_their_topologies_as_a_list() -> None:
     assert catalog.generation("v6e").describe_topologies() == "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
+
+
+def test_tpu7x_describes_its_closed_list_of_topologies() -> None:
+    assert catalog.generation("tpu7x").describe_topologies() == (
+        "2x2x1, 2x2x2, 2x2x4, 2x4x4, 4x4x4, 4x4x8, 4x8x8, 8x8x8, 8x8x16, 8x16x16"
+    )
+
+
+def test_a_machine_type_that_does_not_fit_names_both_forms() -> None:
+    with pytest.raises(CatalogError) as info:
+        catalog.lookup("v6e", "2x4", "ct6e-standard-1t")
+    assert str(info.value) == (
+        "machine type 'ct6e-standard-1t' does not fit v6e 2x4; valid: ct6e-standard-8t, ct6e-standard-4t"
+    )
 
 
 @pytest.mark.parametrize(
@@ -74,6 +99,12 @@ def test_find_names_the_chips_per_host_a_topology_has() -> None:
     with pytest.raises(CatalogError) as info:
         catalog.find("v6e", "4x4", 8)
     assert str(info.value) == "v6e 4x4 has no 8-chip VMs; valid chips per host: 4"
+
+
+def test_find_names_both_chips_per_host_of_2x4() -> None:
+    with pytest.raises(CatalogError) as info:
+        catalog.find("v6e", "2x4", 2)
+    assert str(info.value) == "v6e 2x4 has no 2-chip VMs; valid chips per host: 8, 4"
 
 
 def test_find_says_none_for_a_topology_the_generation_lacks() -> None:

@@ -65,6 +65,17 @@ def test_reserve_slice_polls_every_poll_s_and_stops_at_the_deadline(monkeypatch)
     assert clock.now == 1001.0
 
 
+def test_reserve_slice_names_the_shape_it_waited_for(monkeypatch) -> None:
+    FakeClock(monkeypatch)
+    FakeRay(BUSY).install(monkeypatch)
+    with pytest.raises(slices.SliceUnavailableError) as info:
+        slices.reserve_slice("4x4", hosts=4, chips_per_host=4, selectors=[SPOT], deadline_s=0)
+    assert str(info.value).splitlines()[0] == (
+        "no free TPU slice of topology 4x4 (4 hosts x 4 chips) within 0 s; selectors tried in order: "
+        "{'ray.io/accelerator-type': 'TPU-V6E', 'ray.io/market-type': 'spot'}"
+    )
+
+
 def test_reserve_slice_shortens_the_last_poll_to_the_deadline(monkeypatch) -> None:
     clock = FakeClock(monkeypatch)
     FakeRay(BUSY).install(monkeypatch)
@@ -214,6 +225,7 @@ def test_fallback_strategy_checks_each_selector() -> None:
         {"ray.io/market-type": "!spot"},
         {"ray.io/market-type": "in(spot,on-demand)"},
         {"ray.io/market-type": "!in(spot)"},
+        {"ray.io/tpu-worker-id": "in(0)"},  # one value of one character
     ],
 )
 def test_validate_selector_returns_a_copy_of_a_valid_selector(selector: dict[str, str]) -> None:
