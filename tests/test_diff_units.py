@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tpuray import diff
 from tpuray.diff import ABSENT, CostDiff, FieldChange, Report, ResourceChange, Side, StackDiff
 
@@ -54,6 +55,15 @@ def test_show_writes_whole_floats_as_integers() -> None:
     assert diff.show(0.5) == "0.5"
 
 
+def test_show_cuts_at_70_characters_by_default() -> None:
+    assert diff.show("x" * 80) == '"' + "x" * 68 + "…"
+    assert diff.show("x" * 68) == '"' + "x" * 68 + '"'
+
+
+def test_show_writes_other_values_as_their_text() -> None:
+    assert diff.show(Path("stacks")) == '"stacks"'
+
+
 def test_show_marks_an_absent_value() -> None:
     assert diff.show(ABSENT) == "(absent)"
 
@@ -69,6 +79,14 @@ def test_a_field_change_reads_old_arrow_new() -> None:
     )
 
 
+def test_a_field_change_cuts_both_values_to_the_width() -> None:
+    assert FieldChange("p", "abcdefghij", "klmnopqrst").text(width=6) == 'p: "abcd… → "klmn…'
+
+
+def test_a_field_change_cuts_both_values_at_70_characters_by_default() -> None:
+    assert FieldChange("p", "x" * 80, "y" * 80).text() == 'p: "' + "x" * 68 + '… → "' + "y" * 68 + "…"
+
+
 # ---------------------------------------------------------------------------- field changes
 
 
@@ -79,6 +97,21 @@ def test_numbers_equal_as_int_and_float_are_no_change() -> None:
 def test_added_removed_and_changed_fields_are_listed_by_path() -> None:
     got = diff.field_changes({"a": 1, "b": 2}, {"b": 3, "c": 4})
     assert [(c.path, c.old, c.new) for c in got] == [("a", 1, ABSENT), ("b", 2, 3), ("c", ABSENT, 4)]
+
+
+def test_an_unchanged_field_before_a_changed_one_hides_nothing() -> None:
+    got = diff.field_changes({"a": 1, "b": 2}, {"a": 1, "b": 3})
+    assert [(c.path, c.old, c.new) for c in got] == [("b", 2, 3)]
+
+
+def test_a_yaml_field_before_another_change_hides_nothing() -> None:
+    got = diff.field_changes({"a": "x\ny", "b": 1}, {"a": "x\nz", "b": 2})
+    assert [(c.path, c.old, c.new) for c in got] == [("a (line 2)", "y", "z"), ("b", 1, 2)]
+
+
+def test_a_value_that_becomes_multi_line_is_shown_line_by_line() -> None:
+    got = diff.field_changes({"y": "a: 1"}, {"y": "a: 1\nb: 2"})
+    assert [(c.path, c.old, c.new) for c in got] == [("y (line 2)", ABSENT, "b: 2")]
 
 
 def test_embedded_yaml_changes_are_shown_line_by_line() -> None:
@@ -105,6 +138,7 @@ def test_a_removed_yaml_line_is_shown_as_absent() -> None:
         (POOL, "nodeConfig.machineType", True),
         (POOL, "placementPolicy.tpuTopology", True),  # under a ForceNew field
         (POOL, "nodeConfig.reservationAffinity.values[0]", True),
+        (POOL, "nodeConfig.oauthScopes[0]", True),  # an item of a ForceNew list
         (POOL, "nodeConfig.labels.team", False),
         (POOL, "nodeConfig.spotPrice", False),  # shares a prefix with nodeConfig.spot, not a path
         (POOL, "autoscaling.maxNodeCount", False),
@@ -120,12 +154,12 @@ def test_a_change_replaces_only_under_a_force_new_field(type_: str, path: str, r
 def test_resources_are_added_removed_replaced_or_updated() -> None:
     base = side({(POOL, "a"): {"nodeConfig": {"machineType": "x"}}, (POOL, "b"): {"n": 1}, (POOL, "gone"): {}})
     head = side({(POOL, "a"): {"nodeConfig": {"machineType": "y"}}, (POOL, "b"): {"n": 2}, (POOL, "new"): {}})
-    got = [(r.action, r.name, [f.path for f in r.fields]) for r in diff.resource_changes(base, head)]
+    got = [(r.action, r.type, r.name, [f.path for f in r.fields]) for r in diff.resource_changes(base, head)]
     assert got == [
-        ("replace", "a", ["nodeConfig.machineType"]),
-        ("update", "b", ["n"]),
-        ("remove", "gone", []),
-        ("add", "new", []),
+        ("replace", POOL, "a", ["nodeConfig.machineType"]),
+        ("update", POOL, "b", ["n"]),
+        ("remove", POOL, "gone", []),
+        ("add", POOL, "new", []),
     ]
 
 
@@ -135,12 +169,12 @@ def test_an_unchanged_resource_is_not_listed() -> None:
 
 
 def test_a_resource_change_serializes_absent_values_as_null() -> None:
-    change = ResourceChange("update", POOL, "a", [FieldChange("n", ABSENT, 2)])
+    change = ResourceChange("update", POOL, "a", [FieldChange("n", ABSENT, 2), FieldChange("m", 1, ABSENT)])
     assert change.as_json() == {
         "action": "update",
         "type": POOL,
         "name": "a",
-        "fields": [{"path": "n", "old": None, "new": 2}],
+        "fields": [{"path": "n", "old": None, "new": 2}, {"path": "m", "old": 1, "new": None}],
     }
 
 
@@ -163,6 +197,11 @@ def test_violations_introduced_and_resolved_are_told_apart_by_policy_resource_an
         side(violations=[kept, WRONG_SA]), side(violations=[kept, other_message])
     )
     assert (introduced, resolved) == ([other_message], [WRONG_SA])
+
+
+def test_the_same_violation_on_another_resource_is_a_new_one() -> None:
+    on_b = {**WRONG_SA, "resource": "slices-b"}
+    assert diff.violation_changes(side(violations=[WRONG_SA]), side(violations=[on_b])) == ([on_b], [WRONG_SA])
 
 
 def test_violations_are_listed_in_policy_order() -> None:
@@ -235,6 +274,7 @@ def test_total_text_scales_the_total() -> None:
         (total(10.0), total(12.5, ("x",)), "unknown (known part +$2.50/h)"),
         (total(12.5, ("x",)), total(10.0), "unknown (known part −$2.50/h)"),
         (total(10.0, ("x",)), total(10.0), "unknown"),
+        (total(10.0), total(10.5, ("x",)), "unknown (known part +$0.50/h)"),
     ],
 )
 def test_delta_text(a: dict[str, Any] | None, b: dict[str, Any] | None, text: str) -> None:
@@ -253,6 +293,25 @@ def test_side_cost_of_a_side_without_a_document_is_none() -> None:
 def test_side_cost_takes_the_documents_cost_range() -> None:
     doc = cost_doc(3.0)
     assert diff.side_cost(Side("dev", doc={"cost": doc}), Path(".")) == (doc, "")
+
+
+def test_side_cost_of_an_older_ref_prices_its_pools_with_the_heads_model(tmp_path: Path) -> None:
+    # dev's stack file with a price override, and a workloads value the head would refuse:
+    # the cost needs only the pools and prices, so the workloads must not block it.
+    text = (REPO / "stacks" / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.dev.yaml").write_text(
+        text + "  tpuray:prices:\n    v6e:\n      spot: 1.25\n  tpuray:workloads: not-a-list\n"
+    )
+    cost, note = diff.side_cost(Side("dev", doc={}), tmp_path)
+    assert note == "base cost computed with the head's price model (the base ref predates it)"
+    assert [(x["pool"], x["tier"]) for x in cost["lines"]] == [
+        ("v6e-dev", "spot"),
+        ("v6e-dev", "on-demand"),
+        ("v6e-serve-dev", "spot"),
+        ("v6e-serve-dev", "on-demand"),
+    ]
+    assert cost["lines"][0]["price"]["perChipHour"] == 1.25
 
 
 def test_side_cost_of_an_unreadable_stack_file_says_why(tmp_path: Path) -> None:
@@ -332,3 +391,11 @@ def test_compare_carries_violations_and_the_base_cost_note(tmp_path: Path) -> No
     assert (d.stack, d.introduced, d.resolved) == ("dev", [WRONG_SA], [])
     assert (d.cost.base, d.cost.head) == (None, None)
     assert d.cost.note.startswith("base cost not computable (")
+
+
+def test_compare_keeps_both_sides_and_their_costs() -> None:
+    base = Side("dev", doc={"cost": cost_doc(1.0)})
+    head = Side("dev", doc={"cost": cost_doc(2.0)})
+    d = diff.compare("dev", Path("."), Path("."), base, head)
+    assert (d.base, d.head) == (base, head)
+    assert (d.cost.base, d.cost.head) == (cost_doc(1.0), cost_doc(2.0))
