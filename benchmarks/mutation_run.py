@@ -41,7 +41,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "config": (["tpuray/config.py"], ["tests/test_config.py", "tests/test_config_checks.py"]),
     "capacity": (
         ["tpuray/capacity.py", "infra/components/capacity_chain.py"],
-        ["tests/test_capacity.py", "tests/test_config_checks.py"],
+        ["tests/test_capacity_table.py", "tests/test_config_checks.py"],
     ),
     "policies": (
         ["tpuray/policies/rules_*.py"],
