@@ -156,12 +156,12 @@ def test_the_placement_group_is_unnamed_and_owned_by_the_job_by_default(monkeypa
 
 def test_a_slice_of_another_shape_listed_first_does_not_hide_the_next() -> None:
     views = [a_slice("v6e-spot-3-hosts", hosts=3), a_slice("v6e-spot-0")]
-    assert [v.name for v in slices._candidates(views, SPOT, "4x4", 4, 4)] == ["v6e-spot-0"]
+    assert [v.name for v in slices.candidates(views, SPOT, "4x4", 4, 4)] == ["v6e-spot-0"]
 
 
 def test_a_slice_of_other_chips_per_host_listed_first_does_not_hide_the_next() -> None:
     views = [a_slice("v6e-spot-8t", chips=8), a_slice("v6e-spot-0")]
-    assert [v.name for v in slices._candidates(views, SPOT, "4x4", 4, 4)] == ["v6e-spot-0"]
+    assert [v.name for v in slices.candidates(views, SPOT, "4x4", 4, 4)] == ["v6e-spot-0"]
 
 
 # ---------------------------------------------------------------------------- label values
