@@ -63,14 +63,6 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 
 TIMEOUT_MULTIPLIER = 60.0
 
-# Lines (regular expressions; a `def` line leaves out the whole function) a group does not
-# mutate. The cli group is about exit paths: preview.py's table and violation printers
-# (three quarters of its 755 mutants, each re-running stack previews) are presentation, not
-# an exit path, and are left out of the measured score.
-NOT_MUTATED: dict[str, list[str]] = {
-    "cli": [r"^def (print_violations|_get|_n|key_inputs|cluster_security_summary|print_table|print_delivery)\("],
-}
-
 
 def run_group(name: str, max_children: int) -> None:
     """In a child process: mutmut's run with this group's files and tests (mutmut reads its
@@ -86,7 +78,6 @@ def run_group(name: str, max_children: int) -> None:
     # 2-core machine at load 20 (seen: `len(name) > 30` to `>= 30` "timed out" after 39 s),
     # which would hide survivors: 60 keeps the load out of the verdicts.
     cfg.timeout_multiplier = TIMEOUT_MULTIPLIER
-    cfg.do_not_mutate_patterns = NOT_MUTATED.get(name, [])
     configuration._config = cfg
     from mutmut.__main__ import cli
 

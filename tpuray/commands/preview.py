@@ -37,6 +37,7 @@ def preview_document(run: StackRun, violations: list[Violation] | None = None) -
     return doc
 
 
+# pragma: no mutate start (the preview's printers: presentation, not the exit path `make mutation` measures)
 def print_violations(violations: list[Violation], console: Console) -> None:
     if not violations:
         console.print("policies: no violations")
@@ -161,6 +162,7 @@ def print_delivery(run: StackRun, console: Console) -> None:
         console.print(f"image {workload}: {ref.describe(cfg.images.repository)}", highlight=False, markup=False)
 
 
+# pragma: no mutate end
 def run(args: argparse.Namespace) -> int:
     return preview(args.stack, as_json=args.json)
 
