@@ -1,0 +1,46 @@
+"""What `tpuray check` prints: its JSON document and its text lines, colours included (rich
+writes ANSI colours when FORCE_COLOR is set, as on a CI log that renders them). Exit codes
+are in test_exit_codes.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tpuray.cli import main
+
+BAD = Path(__file__).resolve().parent / "fixtures" / "policies" / "bad"
+ADVISORY = str(BAD / "spot-has-fallback.yaml")  # advisory in dev (policies/policy-config.dev.json)
+MANDATORY = str(BAD / "ray-token-auth.yaml")
+
+
+def check(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    main(["check", *argv, "--env", "dev"])
+    return capsys.readouterr().out
+
+
+def test_check_json_is_indented_by_two_spaces(capsys) -> None:
+    out = check(capsys, ADVISORY, "--json")
+    assert out.startswith('{\n  "violations": [\n    {\n      "')
+    assert [v["level"] for v in json.loads(out)["violations"]] == ["advisory"]
+
+
+def test_check_text_names_each_violations_file(capsys) -> None:
+    out = check(capsys, ADVISORY)
+    assert out.splitlines()[0].endswith(f"({ADVISORY})")
+
+
+def test_check_text_shows_mandatory_in_red_and_advisory_in_yellow(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    lines = check(capsys, ADVISORY, MANDATORY).splitlines()
+    assert lines[0].startswith("\x1b[31mmandatory\x1b[0m")
+    assert lines[2].startswith("\x1b[33madvisory\x1b[0m")
+
+
+def test_check_text_does_not_highlight_numbers_or_paths(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert check(capsys, ADVISORY).splitlines()[-1] == "1 violation(s), 0 mandatory"
