@@ -44,3 +44,38 @@ def test_check_text_does_not_highlight_numbers_or_paths(capsys, monkeypatch) -> 
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.delenv("NO_COLOR", raising=False)
     assert check(capsys, ADVISORY).splitlines()[-1] == "1 violation(s), 0 mandatory"
+
+
+def test_check_is_listed_with_what_it_does(monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    from tpuray.cli import build_parser
+
+    assert (
+        "    check     run the policy pack's Kubernetes rules on YAML manifests (files or folders)\n"
+        in build_parser(["check"]).format_help()
+    )
+
+
+def test_check_help_names_every_argument_and_its_default(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    with pytest.raises(SystemExit) as info:
+        main(["check", "--help"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == (
+        "usage: tpuray check [-h] [--json] [--env {dev,staging,prod}] [--ray-version RAY_VERSION] "
+        "[--allow-image PATTERN]\n"
+        "                    PATH [PATH ...]\n"
+        "\n"
+        "positional arguments:\n"
+        "  PATH                  YAML files or folders (multi-document)\n"
+        "\n"
+        "options:\n"
+        "  -h, --help            show this help message and exit\n"
+        '  --json                print {"violations": [...]} as JSON\n'
+        "  --env {dev,staging,prod}\n"
+        "                        enforcement levels of policies/policy-config.<env>.json (default prod)\n"
+        "  --ray-version RAY_VERSION\n"
+        "                        the pinned Ray version images must carry (default: the project's pin)\n"
+        "  --allow-image PATTERN\n"
+        "                        an extra allowed TPU image (glob), e.g. 'vllm/vllm-tpu:*'\n"
+    )
