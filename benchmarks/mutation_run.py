@@ -38,7 +38,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["tpuray/catalog.py"],
         ["tests/test_catalog.py", "tests/test_catalog_lookups.py", "tests/test_config_checks.py"],
     ),
-    "config": (["tpuray/config.py"], ["tests/test_config.py", "tests/test_config_checks.py"]),
+    "config": (
+        ["tpuray/config.py"],
+        ["tests/test_config.py", "tests/test_config_checks.py", "tests/test_config_semantics.py"],
+    ),
     "capacity": (
         ["tpuray/capacity.py", "infra/components/capacity_chain.py"],
         ["tests/test_capacity_table.py", "tests/test_config_checks.py"],
