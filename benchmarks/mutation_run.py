@@ -53,6 +53,9 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_policy_internals.py",
             "tests/test_security_policies.py",
             "tests/test_podsecurity.py",
+            # bad/ and good/ fixtures per rule (test_policy_branches has the per-path ones)
+            "tests/test_check.py",
+            "tests/test_policies.py",
         ],
     ),
     "slices": (["ray_apps/slices.py"], ["tests/test_slices_choice.py", "tests/test_slices_reserve_timing.py"]),

@@ -245,3 +245,24 @@ def test_a_single_vm_pool_asks_for_all_chips_of_its_one_vm() -> None:
             "reservations": {"affinity": "None"},
         }
     ]
+
+
+# ---------------------------------------------------------------------------- Cloud Billing SKUs
+
+
+@pytest.mark.parametrize(
+    ("usage_type", "description", "tier"),
+    [
+        ("Preemptible", "TPU v6e core running in Americas", SPOT),
+        ("OnDemand", "Spot Preemptible TPU v6e", SPOT),  # a word of the description, spot first
+        ("OnDemand", "Flex-start TPU v6e core", FLEX_START),
+        ("OnDemand", "DWS Flex Start TPU v6e", FLEX_START),
+        ("OnDemand", "TPU v6e core running in Americas", ON_DEMAND),
+    ],
+)
+def test_a_billing_sku_is_priced_as_its_tier(usage_type: str, description: str, tier: capacity.Tier) -> None:
+    assert capacity.tier_of_sku(usage_type, description) is tier
+
+
+def test_a_commitment_sku_is_no_tiers_price() -> None:
+    assert capacity.tier_of_sku("Commit1Yr", "Commitment v1: TPU v6e in Americas for 1 Year") is None
