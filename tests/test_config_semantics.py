@@ -5,12 +5,21 @@ check is in test_config_checks.py (the same dev-stack edits)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.test_config_checks import DEV, pool, rename
-from tpuray.config import ConfigError, parse_stack_config
+from tpuray.config import (
+    ConfigError,
+    parse_stack_config,
+    pulumi_config_map,
+    resolve_stack_file,
+    stack_files,
+    stack_name,
+    stack_names,
+)
 
 V6E_TOPOLOGIES = "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
 
@@ -68,3 +77,59 @@ def test_a_machine_type_that_fits_neither_form_of_2x4_names_both() -> None:
         "tpuray:slicePools[1].machineType: 'ct6e-standard-1t' does not fit v6e 2x4; "
         "valid: ct6e-standard-8t, ct6e-standard-4t"
     ]
+
+
+# ---------------------------------------------------------------------------- stack names, files and defaults
+
+
+def test_a_stack_without_an_environment_takes_its_stacks_name() -> None:
+    raw = copy.deepcopy(DEV)
+    raw.pop("environment")
+    assert parse_stack_config(copy.deepcopy(raw), "staging").environment == "staging"
+    assert parse_stack_config(copy.deepcopy(raw), "prod").environment == "prod"
+    assert parse_stack_config(copy.deepcopy(raw), "dev").environment == "dev"
+
+
+def test_a_stack_of_another_name_without_an_environment_is_dev() -> None:
+    raw = copy.deepcopy(DEV)
+    raw.pop("environment")
+    assert parse_stack_config(raw, "team-a").environment == "dev"
+
+
+def test_a_stack_is_named_by_its_name_or_its_files_name() -> None:
+    assert stack_name("dev") == "dev"
+    assert stack_name("stacks/Pulumi.prod.yaml") == "prod"
+    assert stack_name("stacks/Pulumi.qa.yml") == "qa"
+
+
+def test_a_stack_file_not_named_pulumi_stack_yaml_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        stack_name("stacks/prod.yaml")
+    assert info.value.lines == ["stack file 'stacks/prod.yaml': name must be Pulumi.<stack>.yaml"]
+
+
+def test_a_missing_yml_stack_file_is_looked_for_as_a_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_stack_file(str(tmp_path / "Pulumi.qa.yml"))
+    assert info.value.lines == [f"stack file '{tmp_path / 'Pulumi.qa.yml'}': not found"]
+
+
+def test_the_stacks_of_a_folder_are_its_pulumi_files_in_name_order(tmp_path: Path) -> None:
+    for name in ("Pulumi.prod.yaml", "Pulumi.dev.yaml", "README.md"):
+        (tmp_path / name).write_text("config: {}\n")
+    assert stack_files(tmp_path) == [tmp_path / "Pulumi.dev.yaml", tmp_path / "Pulumi.prod.yaml"]
+    assert stack_names(tmp_path) == ["dev", "prod"]
+
+
+def test_the_config_map_is_namespaced_with_json_for_anything_but_strings() -> None:
+    assert pulumi_config_map({"environment": "dev", "gcp": {"zones": ["us-east5-b"]}, "n": 4}) == {
+        "tpuray:environment": "dev",
+        "tpuray:gcp": '{"zones": ["us-east5-b"]}',
+        "tpuray:n": "4",
+    }
+
+
+def test_a_price_below_one_dollar_is_accepted() -> None:
+    raw = copy.deepcopy(DEV)
+    raw["prices"] = {"v6e": {"spot": 0.5}}
+    assert parse_stack_config(raw, "dev").prices == {"v6e": {"spot": 0.5}}
