@@ -141,3 +141,12 @@ def test_an_unknown_ray_accelerator_type_names_the_valid_ones() -> None:
     assert str(info.value) == (
         "unknown Ray accelerator type 'TPU-V9'; valid: TPU-V4, TPU-V5LITEPOD, TPU-V5P, TPU-V6E, TPU-V7X"
     )
+
+
+@pytest.mark.parametrize(("devices", "problem"), [
+    (2, None), (4, None), (8, None), (16, None),  # one host's share, or whole hosts
+    (6, "more than one host's chips must be a multiple of the 4 chips per host"),
+    (17, "the 4x4 slice has 16 chips"),
+])  # fmt: skip
+def test_an_llm_engine_fits_a_v6e_4x4_slice_by_whole_hosts(devices: int, problem: str | None) -> None:
+    assert catalog.engine_devices_problem(catalog.lookup("v6e", "4x4"), devices) == problem
