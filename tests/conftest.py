@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,17 @@ def _under_mutmut() -> bool:
     """True while `make mutation` records which test runs what ("stats") or runs a mutant."""
     run = os.environ.get("MUTANT_UNDER_TEST", "")
     return run == "stats" or "__mutmut_" in run
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test sees the environment the session started with: code under test may point this
+    process at an emulator (`local run` sets STORAGE_EMULATOR_HOST for its own reads), and under
+    xdist the next test in the same worker must not inherit that."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(autouse=True)

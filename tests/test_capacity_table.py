@@ -162,34 +162,6 @@ def test_other_tiers_are_described_by_their_display_name() -> None:
 # ---------------------------------------------------------------------------- keeping pods on a tier's nodes
 
 
-def test_a_labelled_tier_selects_its_node_label() -> None:
-    assert capacity.node_placement(SPOT, None) == ({"cloud.google.com/gke-spot": "true"}, None)
-    assert capacity.node_placement(FLEX_START, None) == ({"cloud.google.com/gke-flex-start": "true"}, None)
-    assert capacity.node_placement(RESERVATION, Ref("prod-v6e")) == (
-        {"cloud.google.com/reservation-name": "prod-v6e"},
-        None,
-    )
-
-
-def test_on_demand_pods_need_nodes_without_any_other_tiers_label() -> None:
-    assert capacity.node_placement(ON_DEMAND, None) == (
-        {},
-        {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "cloud.google.com/gke-spot", "operator": "DoesNotExist"},
-                            {"key": "cloud.google.com/gke-flex-start", "operator": "DoesNotExist"},
-                            {"key": "cloud.google.com/reservation-name", "operator": "DoesNotExist"},
-                        ]
-                    }
-                ]
-            }
-        },
-    )
-
-
 def test_only_spot_pods_tolerate_the_spot_taint() -> None:
     assert capacity.toleration(SPOT) == {
         "key": "cloud.google.com/gke-spot",

@@ -62,12 +62,22 @@ def start(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def _client(host: str):  # noqa: ANN202 - google.cloud.storage.Client, imported lazily (slow import)
-    os.environ[HOST_ENV] = host
+    """A client of the emulator at `host`. google-cloud-storage reads STORAGE_EMULATOR_HOST when
+    the client is built (endpoint, anonymous credentials) and keeps both; the variable is set
+    only for that, so this process's own environment is left as it was."""
     with warnings.catch_warnings():  # google.api_core's Python-version notice, not ours to act on
         warnings.simplefilter("ignore", FutureWarning)
         from google.cloud import storage
 
-    return storage.Client(project="tpuray-emulator")
+    before = os.environ.get(HOST_ENV)
+    os.environ[HOST_ENV] = host
+    try:
+        return storage.Client(project="tpuray-emulator")
+    finally:
+        if before is None:
+            del os.environ[HOST_ENV]
+        else:
+            os.environ[HOST_ENV] = before
 
 
 def upload(host: str, uri: str, data: bytes) -> None:
