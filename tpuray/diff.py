@@ -7,6 +7,11 @@ program with the same mocks and the same virtualenv. Resources are matched by (t
 logical name); policy violations come from the preview's "violations" key and cost from its
 "cost" key (an old ref without them has no violations, and its cost is computed from its
 stack file with the head's cost model).
+
+Length (about 450 lines, over the ~400 rule): the git side (refs, extraction), the comparison
+of resources, violations and cost, and the report types are one pipeline that `tpuray diff`
+and the CI preview comment both print; the pure comparison is what the mutation group
+measures, the git and subprocess part is fenced from it.
 """
 
 from __future__ import annotations
