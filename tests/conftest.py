@@ -13,9 +13,24 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests import leftovers  # noqa: E402
 from tpuray.mockrun import StackRun, run_stack  # noqa: E402
 
 STACKS = ("dev", "staging", "prod")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before any test starts a process; xdist workers inherit the controller's token.
+    leftovers.mark_session()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller checks once every worker has ended
+    left = leftovers.left_behind(os.environ[leftovers.SESSION_ENV])
+    if left:
+        print("\nprocesses this test session started and left running:\n  " + "\n  ".join(left), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @functools.cache
