@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from tpuray.commands.local import slice_table
+from tpuray.emulator.status import serve_replicas_per_node
 
 SLICE = {
     "slice": "train-spot-0",
@@ -45,3 +46,31 @@ def test_long_holders_wrap_within_100_columns() -> None:
 def test_node_ids_only_in_the_wide_view() -> None:
     assert "a" * 20 not in render(False, 100)
     assert "a" * 56 in render(True, 200)
+
+
+def test_live_serve_replicas_are_listed_on_the_node_they_run_on() -> None:
+    actors = {
+        "a1": {"ActorClassName": "ServeReplica:tpuray-serve:checkpoint-model", "State": "ALIVE",
+               "Address": {"NodeID": "n-v5e-0"}},
+        "a2": {"ActorClassName": "ServeReplica:tpuray-serve:checkpoint-model", "State": "DEAD",
+               "Address": {"NodeID": "n-v6e-0"}},
+        "a3": {"ActorClassName": "ServeController", "State": "ALIVE", "Address": {"NodeID": "n-head"}},
+        "a4": {"ActorClassName": "ServeReplica:tpuray-serve:healthz", "State": "ALIVE",
+               "Address": {"NodeID": "n-v5e-0"}},
+    }  # fmt: skip
+    assert serve_replicas_per_node(actors) == {
+        "n-v5e-0": ["ServeReplica:tpuray-serve:checkpoint-model", "ServeReplica:tpuray-serve:healthz"]
+    }
+
+
+def test_a_replica_on_a_fallback_slice_shows_in_that_slices_table_with_its_tier() -> None:
+    v5e = {
+        "slice": "v5e-chain-0", "pool": "train", "generation": "v5e", "topology": "4x4", "market_type": "on-demand",
+        "hosts": [{"worker_id": 0, "alive": True, "tpu_total": 4, "tpu_free": 4,
+                   "holders": ["ServeReplica:tpuray-serve:checkpoint-model"], "node_id": "n-v5e-0"}],
+    }  # fmt: skip
+    console = Console(width=100, record=True, color_system=None)
+    console.print(slice_table(v5e))
+    text = console.export_text()
+    assert text.splitlines()[0].rstrip() == "v5e-chain-0: v5e 4x4, on-demand"
+    assert "ServeReplica:tpuray-serve:checkpoint-model" in text.replace("\n", "").replace("│", "").replace(" ", "")

@@ -38,15 +38,37 @@ def find(stack: str | None) -> EmulatedCluster:
     return EmulatedCluster.attach(dirs[0])
 
 
+SERVE_REPLICA_CLASS = "ServeReplica:"  # Serve names each replica actor's class ServeReplica:<app>:<deployment>
+
+
+def serve_replicas_per_node(actors: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """The live Serve replicas on each node ID, from GCS's actor table (`ray._private.state.actors()`:
+    ActorClassName, State, Address.NodeID). A replica that Ray's fallback_strategy placed on a later
+    step of the chain thus shows on the host, slice and tier it got (docs/capacity.md)."""
+    on_node: dict[str, list[str]] = {}
+    for actor in actors.values():
+        name = actor.get("ActorClassName") or ""
+        node_id = (actor.get("Address") or {}).get("NodeID")
+        if actor.get("State") == "ALIVE" and name.startswith(SERVE_REPLICA_CLASS) and node_id:
+            on_node.setdefault(node_id, []).append(name)
+    return {node: sorted(names) for node, names in on_node.items()}
+
+
 def status_data(cluster: EmulatedCluster) -> dict[str, Any]:
-    """Slices, hosts, chips in use and their holders, as Ray's own inventory sees them."""
+    """Slices, hosts, chips in use and their holders (placement groups and Serve replicas), as Ray's
+    own inventory sees them."""
     import ray
+
+    # GCS's actor table, not ray.util.state.list_actors: that goes through the dashboard, which
+    # the emulator starts only with --metrics.
+    from ray._private.state import actors as actor_table
 
     from ray_apps import slices
 
     cluster.connect()
     try:
         views = {v.name: v for v in slices.slice_inventory()}
+        replicas = serve_replicas_per_node(actor_table())
     finally:
         ray.shutdown()
     out: list[dict[str, Any]] = []
@@ -68,7 +90,7 @@ def status_data(cluster: EmulatedCluster) -> dict[str, Any]:
                         "alive": w in hosts,
                         "tpu_total": hosts[w].tpu_total if w in hosts else 0,
                         "tpu_free": hosts[w].tpu_free if w in hosts else 0,
-                        "holders": list(hosts[w].holders) if w in hosts else [],
+                        "holders": [*hosts[w].holders, *replicas.get(hosts[w].node_id, [])] if w in hosts else [],
                         "node_id": hosts[w].node_id if w in hosts else None,
                     }
                     for w in range(spec.shape.hosts)
