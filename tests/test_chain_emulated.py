@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,63 @@ def test_a_chain_with_no_whole_slice_fails_at_its_deadline_naming_every_step(
         "step 2: TPU-V4 2x2x4 (4 hosts x 4 chips): no whole free slice within 3.0 s; no slice of this shape came up"
         in (error)
     )
+
+
+def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_shape_and_says_so(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    """Serve's step of the chain (docs/capacity.md): the checkpoint replica selects the pool's
+    first shape and carries the later shapes as Ray's fallback_strategy. Every live v6e host is
+    full (one actor holds all its CPUs), so Ray places the replica on the v5e slice; /healthz and
+    `tpuray local status` both say where it runs."""
+    import ray
+    from ray import serve
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ray_apps import serve as serve_app
+    from tests.ray_fixtures import free_port
+    from tpuray.emulator import status_data
+
+    @ray.remote
+    class Filler:
+        def ready(self) -> bool:
+            return True
+
+    v6e_hosts = [n for n in ray.nodes() if n["Alive"] and (n.get("Labels") or {}).get(slices.GENERATION) == "v6e"]
+    assert len(v6e_hosts) == 6  # two v6e slices, one host of each preempted by the tests above
+    fillers = [
+        Filler.options(
+            num_cpus=host["Resources"]["CPU"],
+            scheduling_strategy=NodeAffinitySchedulingStrategy(host["NodeID"], soft=False),
+        ).remote()
+        for host in v6e_hosts
+    ]
+    ray.get([f.ready.remote() for f in fillers], timeout=60)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    app = serve_app.build_app(
+        {
+            "checkpoint_uri": str(workdir / "runs" / "fallback"),
+            "checkpoint_wait_s": 0,
+            "label_selector": {slices.SLICE_POOL: "train", slices.GENERATION: "v6e"},
+            "fallback_label_selectors": [{slices.SLICE_POOL: "train", slices.GENERATION: "v5e"}],
+        }
+    )
+    serve.run(app, name="chain", route_prefix="/", blocking=False)
+    deadline = time.monotonic() + 120
+    health: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+                health = json.loads(resp.read())
+                break
+        except OSError:
+            time.sleep(1)
+    assert health.get("placement") == {"slice": V5E_SLICE, "generation": "v5e", "tier": "on-demand", "fallback": True}
+    ray.shutdown()  # Serve's controller and replica are detached: they keep running
+    status = status_data(cluster)
+    holders = {
+        (s["slice"], h["worker_id"]): h["holders"] for s in status["slices"] for h in s["hosts"] if h["holders"]
+    }
+    replicas = [where for where, names in holders.items() if "ServeReplica:chain:checkpoint-model" in names]
+    assert [name for name, _ in replicas] == [V5E_SLICE]
