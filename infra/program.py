@@ -14,7 +14,7 @@ from infra.components.hardening import binary_authorization_policy
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
-from tpuray import gke_versions, terraform
+from tpuray import gke_versions, llm_stack, terraform
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
 
 
@@ -44,6 +44,7 @@ def build(cfg: StackConfig) -> None:
             cluster=cfg.cluster,
             stack=cfg.stack,
             min_master_version=gke_versions.effective_min_version(cfg),
+            secret_manager=llm_stack.hf_token_version(cfg) is not None,
         ),
         opts,
     )

@@ -37,8 +37,23 @@ _OWNED_ENGINE_KWARGS = {
     "hf_token": "hfTokenSecret",
 }
 # Where the GKE Secret Manager add-on mounts the token; huggingface_hub reads HF_TOKEN_PATH.
+# The folder is a CSI volume of the add-on's driver on every serve pod, the file name is the
+# SecretProviderClass's `path` (infra/components/hf_secret.py; docs/apps.md cites the sources).
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
-HF_TOKEN_FILE = f"{HF_TOKEN_DIR}/token"
+HF_TOKEN_FILE_NAME = "token"
+HF_TOKEN_FILE = f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE_NAME}"
+# The GKE Secret Manager add-on's CSI driver (the open-source driver is secrets-store.csi.k8s.io).
+SECRET_MANAGER_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
+
+
+def hf_token_version(cfg: StackConfig) -> str | None:
+    """projects/P/secrets/S/versions/V of the llm stack's Hugging Face token (V: latest unless the
+    stack pins one); None when the stack names no token."""
+    serve = cfg.workloads.serve
+    if serve is None or serve.backend != "llm" or not serve.hf_token_secret:
+        return None
+    ref = serve.hf_token_secret
+    return ref if "/versions/" in ref else f"{ref}/versions/latest"
 
 
 def devices(cfg: StackConfig) -> int:
@@ -74,6 +89,11 @@ def stack_lines(cfg: StackConfig) -> list[str]:
             "projects/PROJECT/secrets/NAME[/versions/N|latest], never the token"
         )
     if serve.backend != "llm":
+        if serve.hf_token_secret is not None:
+            lines.append(
+                f"{KEY}.hfTokenSecret: only the llm backend reads a Hugging Face token; "
+                f"the {serve.backend} backend would never use it: remove it"
+            )
         return lines
     if serve.model_source is not None and not _GCS_FOLDER.match(serve.model_source):
         lines.append(

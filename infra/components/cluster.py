@@ -46,6 +46,8 @@ class GkeClusterArgs:
     # tpuray.gke_versions.effective_min_version: never below a floor of a feature the stack uses.
     min_master_version: str | None = None
     stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
+    # The GKE Secret Manager add-on: on when the serve workload reads a Hugging Face token (hf_secret.py).
+    secret_manager: bool = False
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -106,6 +108,8 @@ class GkeCluster(pulumi.ComponentResource):
                 "gcs_fuse_csi_driver_config": {"enabled": True},
             },
             workload_identity_config={"workload_pool": f"{project}.svc.id.goog"},
+            # Mounts Secret Manager secrets as CSI volumes (the serve pods' Hugging Face token).
+            secret_manager_config={"enabled": True} if args.secret_manager else None,
             private_cluster_config={
                 "enable_private_nodes": True,
                 "enable_private_endpoint": cfg.private_endpoint,

@@ -17,7 +17,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.components import network, pod_security
+from infra.components import hf_secret, network, pod_security
 from infra.components.ray_cluster import KSA_NAME, ray_cluster_spec
 from ray_apps import contracts, health
 from tpuray import bundle, catalog, images, labels, llm_stack
@@ -148,6 +148,17 @@ def serve_config(cfg: StackConfig) -> dict[str, Any]:
 def serve_service(cfg: StackConfig) -> dict[str, Any]:
     serve = cfg.workloads.serve
     assert serve is not None
+    cluster = ray_cluster_spec(
+        cfg.pool(serve.pool),
+        llm_stack.max_replicas(cfg) if serve.backend == "llm" else serve.replicas,
+        cfg.ray,
+        "serve",
+        serve_name(cfg),
+        images.workload_images(cfg)["serve"],
+    )
+    if llm_stack.hf_token_version(cfg):
+        # HF_TOKEN_PATH of the LLMConfig is a file of the Secret Manager add-on (hf_secret.py).
+        hf_secret.mount_token(cluster, serve_name(cfg))
     return {
         "serveConfigV2": yaml.safe_dump(serve_config(cfg), sort_keys=False),
         # serviceUnhealthySecondThreshold / deploymentUnhealthySecondThreshold are not set: KubeRay
@@ -157,14 +168,7 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         # Serve's own replica health checks restart a stuck replica; the stuck-deploy alert
         # (tpuray.observe, serviceUnhealthySecondThreshold) pages a person.
         "upgradeStrategy": {"type": "NewCluster"},
-        "rayClusterConfig": ray_cluster_spec(
-            cfg.pool(serve.pool),
-            llm_stack.max_replicas(cfg) if serve.backend == "llm" else serve.replicas,
-            cfg.ray,
-            "serve",
-            serve_name(cfg),
-            images.workload_images(cfg)["serve"],
-        ),
+        "rayClusterConfig": cluster,
     }
 
 
@@ -240,7 +244,7 @@ class RayWorkloads(pulumi.ComponentResource):
             project=cfg.gcp.project,
             opts=gcp_opts,
         )
-        gcp.serviceaccount.IAMMember(
+        wi_binding = gcp.serviceaccount.IAMMember(
             f"{name}-wi",
             service_account_id=gsa.name,
             role="roles/iam.workloadIdentityUser",
@@ -249,6 +253,8 @@ class RayWorkloads(pulumi.ComponentResource):
             member=pulumi.Output.concat("serviceAccount:", args.workload_pool, f"[{ns}/{KSA_NAME}]"),
             opts=gcp_opts,
         )
+        # The Hugging Face token's secret, readable by the GSA once the KSA may act as it (hf_secret.py).
+        hf_secret.grant_access(name, cfg, gsa.email, wi_binding, gcp_opts)
         writable = _buckets(wl.train.storage_uri if wl.train else None)
         readable = _buckets(
             wl.bundle_uri,
@@ -320,4 +326,6 @@ class RayWorkloads(pulumi.ComponentResource):
                 declare(manifest)
         for manifest in [network.default_deny(ns), *network.gateway_objects(cfg, serve_name(cfg))]:
             declare(manifest)
+        if wl.serve and (provider_class := hf_secret.secret_provider_class(cfg, serve_name(cfg))):
+            declare(provider_class)
         self.register_outputs({"namespace": ns, "serviceAccount": gsa.email})

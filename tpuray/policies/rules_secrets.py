@@ -1,20 +1,31 @@
-"""Secrets: no Hugging Face token in plain text in a rendered object.
+"""Secrets: no Hugging Face token in plain text in a rendered object, and a token file that exists.
 
 A token in a RayService's serveConfigV2 (runtime_env env_vars), a container env value or a
 ConfigMap lands in Pulumi state, `kubectl get -o yaml` and every preview diff. The llm backend
 gets its token from Secret Manager instead (tpuray:workloads.serve.hfTokenSecret, mounted as a
-file by the GKE Secret Manager add-on: docs/apps.md); the stack check refuses one in stack
-config before any object is rendered (tpuray/llm_stack.py).
+file by the GKE Secret Manager add-on: infra/components/hf_secret.py, docs/apps.md); the stack
+check refuses one in stack config before any object is rendered (tpuray/llm_stack.py).
+
+`hf-token-mounted`: an LLMConfig whose runtime_env sets HF_TOKEN_PATH makes huggingface_hub
+read the token from that file. If no pod of the RayService mounts a Secret Manager CSI volume
+(driver secrets-store-gke.csi.k8s.io, a SecretProviderClass) at the file's folder, the file
+does not exist: a gated download answers 401 and the application never leaves DEPLOYING,
+which only shows on the cloud. Every group's Ray container (the first) must mount it, as the
+rendered RayService does: Serve places replicas on any Ray node.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator
 from typing import Any
 
+import yaml
+
 from tpuray.hf_token import plaintext_token_paths
+from tpuray.llm_stack import SECRET_MANAGER_CSI_DRIVER
 from tpuray.policies.core import MANDATORY, Resource, Rule
-from tpuray.policies.kube import RAY_TYPES
+from tpuray.policies.kube import RAY_TYPES, Group, RayClusterSpec, as_dict, as_list, cluster_spec, groups
 
 CONFIG_MAP_TYPE = "kubernetes:core/v1:ConfigMap"
 
@@ -27,6 +38,56 @@ def _no_plaintext_token(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         )
 
 
+def _token_paths(raw: Any) -> list[tuple[str, str]]:
+    """(where, HF_TOKEN_PATH) of each LLMConfig of a serveConfigV2 that sets one."""
+    try:
+        doc = yaml.safe_load(raw) if isinstance(raw, str) else None
+    except yaml.YAMLError:
+        return []  # serve-tpu-topology names a Serve config that is not YAML
+    found = []
+    for i, app in enumerate(as_list(as_dict(doc).get("applications"))):
+        app = as_dict(app)
+        for j, llm in enumerate(as_list(as_dict(app.get("args")).get("llm_configs"))):
+            path = as_dict(as_dict(as_dict(llm).get("runtime_env")).get("env_vars")).get("HF_TOKEN_PATH")
+            if isinstance(path, str) and path:
+                found.append((f"spec.serveConfigV2 applications[{i}] ({app.get('name', i)!r}) llm_configs[{j}]", path))
+    return found
+
+
+def _mount_problem(group: Group, folder: str) -> str | None:
+    """Why the group's Ray container has no Secret Manager volume at folder (None: it has)."""
+    volumes = {as_dict(v).get("name"): as_dict(v) for v in as_list(group.pod_spec.get("volumes"))}
+    for container in group.containers[:1]:
+        mounts = [as_dict(m) for m in as_list(container.get("volumeMounts"))]
+        at = [m for m in mounts if str(m.get("mountPath", "")).rstrip("/") == folder]
+        if not at:
+            return f"mounts nothing at {folder}"
+        csi = as_dict(as_dict(volumes.get(at[0].get("name"))).get("csi"))
+        if csi.get("driver") != SECRET_MANAGER_CSI_DRIVER or not as_dict(csi.get("volumeAttributes")).get(
+            "secretProviderClass"
+        ):
+            return f"mounts volume {at[0].get('name')!r} at {folder}, not a {SECRET_MANAGER_CSI_DRIVER} volume of a SecretProviderClass"
+    return None
+
+
+def _token_mounted(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    if res.props.get("kind") != "RayService":
+        return
+    # No cluster, no pods to check: the CRD schema names a missing rayClusterConfig.
+    cluster = cluster_spec(res.props) or RayClusterSpec({}, "spec.rayClusterConfig")
+    for where, path in _token_paths(as_dict(res.props.get("spec")).get("serveConfigV2")):
+        folder = posixpath.dirname(path.rstrip("/"))
+        for group in groups(cluster):
+            problem = _mount_problem(group, folder)
+            if problem:
+                yield (
+                    f"{res.label}: {where} sets HF_TOKEN_PATH {path!r} but {group.where} {problem}; the file never "
+                    "exists, a gated download answers 401 and the app stays DEPLOYING: mount a CSI volume of "
+                    f"{SECRET_MANAGER_CSI_DRIVER} (volumeAttributes.secretProviderClass) at {folder} in every group "
+                    "(tpuray:workloads.serve.hfTokenSecret renders it)"
+                )
+
+
 RULES = (
     Rule(
         "hf-token-not-plaintext",
@@ -34,6 +95,14 @@ RULES = (
         MANDATORY,
         (*RAY_TYPES, CONFIG_MAP_TYPE),
         _no_plaintext_token,
+        kubernetes=True,
+    ),
+    Rule(
+        "hf-token-mounted",
+        "A RayService whose LLMConfig sets HF_TOKEN_PATH mounts a Secret Manager CSI volume at its folder.",
+        MANDATORY,
+        RAY_TYPES,
+        _token_mounted,
         kubernetes=True,
     ),
 )
