@@ -51,6 +51,7 @@ def test_the_loader_finds_every_kind_the_project_renders_with_its_served_version
         ("ray.io", "RayCluster"): ("v1", "v1alpha1"),
         ("ray.io", "RayJob"): ("v1", "v1alpha1"),
         ("ray.io", "RayService"): ("v1", "v1alpha1"),
+        ("secrets-store.csi.x-k8s.io", "SecretProviderClass"): ("v1", "v1alpha1"),
     }
     assert "kubernetes:ray.io/v1:RayJob" in type_tokens()
 
@@ -82,6 +83,7 @@ def test_a_built_package_carries_every_crd_schema(tmp_path: Path) -> None:
         "RayCluster",
         "RayJob",
         "RayService",
+        "SecretProviderClass",
     ]
 
 

@@ -99,7 +99,7 @@ RULES = (
     ),
     Rule(
         "hf-token-mounted",
-        "A RayService whose LLMConfig sets HF_TOKEN_PATH mounts a Secret Manager CSI volume at its folder.",
+        "A RayService whose LLMConfig sets HF_TOKEN_PATH mounts a Secret Manager CSI volume at its directory.",
         MANDATORY,
         RAY_TYPES,
         _token_mounted,
