@@ -164,3 +164,23 @@ def test_autoscaled_serve_claims_its_max_replicas_beside_training_on_the_same_po
         "(tpuray:workloads.serve.autoscaling.maxReplicas, tpuray:workloads.train.slices) but the pool has 2; raise "
         "slicePools 'v6e-serve'.slices or move a workload to another pool"
     ]
+
+
+def test_a_token_secret_on_the_checkpoint_backend_is_refused_as_never_read() -> None:
+    raw = stack(
+        backend="checkpoint",
+        checkpointUri="gs://acme-ml-prod-ray/checkpoints",
+        hfTokenSecret="projects/acme-ml-prod/secrets/hf-token",
+    )
+    assert errors(raw) == [
+        "tpuray:workloads.serve.hfTokenSecret: only the llm backend reads a Hugging Face token; the checkpoint "
+        "backend would never use it: remove it"
+    ]
+
+
+def test_the_mounted_secret_version_is_latest_unless_the_stack_pins_one() -> None:
+    latest = parse(stack(hfTokenSecret="projects/acme-ml-prod/secrets/hf-token"))
+    pinned = parse(stack(hfTokenSecret="projects/acme-ml-prod/secrets/hf-token/versions/7"))
+    assert llm_stack.hf_token_version(latest) == "projects/acme-ml-prod/secrets/hf-token/versions/latest"
+    assert llm_stack.hf_token_version(pinned) == "projects/acme-ml-prod/secrets/hf-token/versions/7"
+    assert llm_stack.hf_token_version(parse(stack())) is None
