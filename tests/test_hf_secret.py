@@ -18,6 +18,7 @@ from tests.conftest import mocked
 from tpuray.config import stacks_dir
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.evaluate import check_stack as policy_violations
+from tpuray.pss import restricted_violations
 from tpuray.schemas import schema_errors
 from tpuray.strict import check_inputs
 
@@ -122,6 +123,7 @@ def test_every_serve_group_mounts_the_token_read_only_where_hf_token_path_points
         pod = group["template"]["spec"]
         assert pod["volumes"] == [VOLUME]
         assert [c["volumeMounts"] for c in pod["containers"]] == [[MOUNT]]
+        assert restricted_violations(pod) == []  # a csi volume is allowed by Pod Security `restricted`
 
 
 def test_the_workloads_gsa_reads_that_one_secret_only_after_the_workload_identity_binding(run: StackRun) -> None:
