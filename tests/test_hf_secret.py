@@ -19,6 +19,7 @@ from tpuray.config import stacks_dir
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.evaluate import check_stack as policy_violations
 from tpuray.pss import restricted_violations
+from tpuray.render import file_name
 from tpuray.schemas import schema_errors
 from tpuray.strict import check_inputs
 
@@ -103,6 +104,15 @@ def test_the_secret_provider_class_asks_the_gke_provider_for_the_latest_version_
         },
     }
     assert schema_errors(spc) == []
+
+
+def test_the_secret_provider_class_exists_before_the_ray_service_that_mounts_it(run: StackRun) -> None:
+    spc = one(run, SPC)
+    (service,) = [r for r in run.kubernetes_objects() if r.inputs["kind"] == "RayService"]
+    assert spc.order < service.order  # the RayService depends on it
+    # kubectl apply -f on `tpuray render` output goes in file-name order.
+    assert file_name(spc.manifest()) == "20-secretproviderclass-ray-tpuray-prod-serve-hf-token.yaml"
+    assert file_name(service.manifest()) == "30-rayservice-ray-tpuray-prod-serve.yaml"
 
 
 def test_a_pinned_secret_version_is_the_one_mounted(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ KIND_ORDER = {
     "ServiceAccount": 1,
     "ComputeClass": 2,
     "NetworkPolicy": 2,  # before the Ray pods exist, so none runs unprotected
+    "SecretProviderClass": 2,  # before the serve pods mount it (the Hugging Face token)
     "RayCluster": 3,
     "RayJob": 3,
     "RayService": 3,

@@ -288,14 +288,15 @@ class RayWorkloads(pulumi.ComponentResource):
             opts=in_ns,
         )
 
-        def declare(manifest: dict[str, Any]) -> None:
+        def declare(manifest: dict[str, Any]) -> pulumi.Resource:
             """A namespaced object of another API group (NetworkPolicy, Gateway API, GKE policies)."""
             meta = {**manifest["metadata"], "namespace": ns, "labels": object_labels}
             body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata")}
             if manifest["kind"] == "NetworkPolicy":
-                k8s.networking.v1.NetworkPolicy(f"{name}-netpol-{meta['name']}", metadata=meta, opts=in_ns, **body)
-                return
-            k8s.apiextensions.CustomResource(
+                return k8s.networking.v1.NetworkPolicy(
+                    f"{name}-netpol-{meta['name']}", metadata=meta, opts=in_ns, **body
+                )
+            return k8s.apiextensions.CustomResource(
                 f"{name}-{manifest['kind'].lower()}-{meta['name']}",
                 api_version=manifest["apiVersion"],
                 kind=manifest["kind"],
@@ -304,28 +305,29 @@ class RayWorkloads(pulumi.ComponentResource):
                 **body,
             )
 
-        def custom(kind: str, object_name: str, spec: dict[str, Any]) -> None:
+        def custom(kind: str, object_name: str, spec: dict[str, Any], after: list[pulumi.Resource]) -> None:
             k8s.apiextensions.CustomResource(
                 f"{name}-{object_name}",
                 api_version="ray.io/v1",
                 kind=kind,
                 metadata={"name": object_name, "namespace": ns, "labels": object_labels},
                 spec=spec,
-                opts=in_ns,
+                opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=after)),
             )
 
+        # The token's SecretProviderClass exists before a serve pod mounts it (hf_secret.py).
+        provider_class = hf_secret.secret_provider_class(cfg, serve_name(cfg)) if wl.serve else None
+        token_class = [declare(provider_class)] if provider_class else []
         if wl.train:
-            custom("RayJob", train_name(cfg), train_job(cfg))
+            custom("RayJob", train_name(cfg), train_job(cfg), [])
         if wl.serve:
-            custom("RayService", serve_name(cfg), serve_service(cfg))
+            custom("RayService", serve_name(cfg), serve_service(cfg), token_class)
         if wl.interactive:
-            custom("RayCluster", interactive_name(cfg), interactive_cluster(cfg))
+            custom("RayCluster", interactive_name(cfg), interactive_cluster(cfg), [])
         # Default-deny ingress, per-object Ray policies and the Serve Gateway (network.py).
         for kind, object_name in ray_objects(cfg):
             for manifest in network.object_policies(cfg, kind, object_name):
                 declare(manifest)
         for manifest in [network.default_deny(ns), *network.gateway_objects(cfg, serve_name(cfg))]:
             declare(manifest)
-        if wl.serve and (provider_class := hf_secret.secret_provider_class(cfg, serve_name(cfg))):
-            declare(provider_class)
         self.register_outputs({"namespace": ns, "serviceAccount": gsa.email})
