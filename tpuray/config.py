@@ -326,7 +326,8 @@ class ServeWorkload(_Model):
     hf_token_secret: str | None = Field(
         None,
         alias="hfTokenSecret",
-        description="llm: Secret Manager secret holding a Hugging Face token, projects/P/secrets/S[/versions/V]",
+        description="llm: Secret Manager secret holding a Hugging Face token, projects/P/secrets/S[/versions/V]; "
+        "mounted in the serve pods by the GKE Secret Manager add-on",
     )
     checkpoint_uri: str | None = Field(
         None, alias="checkpointUri", description="checkpoint backend: where to load from (default: the train storage)"
