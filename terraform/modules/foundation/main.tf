@@ -10,6 +10,7 @@ locals {
     "container.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
+    "secretmanager.googleapis.com", # the GKE Secret Manager add-on (an llm stack's Hugging Face token)
     "serviceusage.googleapis.com",
     "storage.googleapis.com",
     "sts.googleapis.com",
