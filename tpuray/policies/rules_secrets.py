@@ -28,6 +28,7 @@ from tpuray.policies.core import MANDATORY, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, Group, RayClusterSpec, as_dict, as_list, cluster_spec, groups
 
 CONFIG_MAP_TYPE = "kubernetes:core/v1:ConfigMap"
+RAY_SERVICE_TYPES = tuple(t for t in RAY_TYPES if t.endswith(":RayService"))
 
 
 def _no_plaintext_token(res: Resource, config: dict[str, Any]) -> Iterator[str]:
@@ -71,8 +72,6 @@ def _mount_problem(group: Group, folder: str) -> str | None:
 
 
 def _token_mounted(res: Resource, config: dict[str, Any]) -> Iterator[str]:
-    if res.props.get("kind") != "RayService":
-        return
     # No cluster, no pods to check: the CRD schema names a missing rayClusterConfig.
     cluster = cluster_spec(res.props) or RayClusterSpec({}, "spec.rayClusterConfig")
     for where, path in _token_paths(as_dict(res.props.get("spec")).get("serveConfigV2")):
@@ -101,7 +100,7 @@ RULES = (
         "hf-token-mounted",
         "A RayService whose LLMConfig sets HF_TOKEN_PATH mounts a Secret Manager CSI volume at its directory.",
         MANDATORY,
-        RAY_TYPES,
+        RAY_SERVICE_TYPES,
         _token_mounted,
         kubernetes=True,
     ),
