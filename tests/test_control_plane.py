@@ -17,6 +17,8 @@ import yaml
 from conftest import STACKS, mocked
 
 from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
+from tpuray.config import stacks_dir
+from tpuray.mockrun import run_stack
 from tpuray.render import manifests
 from tpuray.schemas import SCHEMA_DIR
 from tpuray.shared import shared_path
@@ -30,6 +32,8 @@ CRD_FILES = [
     # The Serve Gateway's kinds: Gateway API (standard channel) and GKE's networking.gke.io policies.
     *sorted((SCHEMA_DIR / "gateway-api").glob("*.yaml")),
     *sorted((SCHEMA_DIR / "gke-gateway").glob("*.yaml")),
+    # The SecretProviderClass of an llm stack's Hugging Face token (infra/components/hf_secret.py).
+    *sorted((SCHEMA_DIR / "secrets-store-csi-driver").glob("*.yaml")),
 ]
 
 
@@ -208,6 +212,51 @@ def test_the_operator_creates_every_worker_group_pod_with_the_stack_labels_and_s
                 assert worker_ids in ([], sorted(str(i) for i in range(group.get("numOfHosts", 1))) * group["replicas"])
         assert _warning_events(control_plane, namespace, cluster) == []
     assert started == WORKER_PODS[stack]
+
+
+def test_the_hugging_face_token_volume_reaches_the_serve_pods_past_pod_security_admission(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """prod with hfTokenSecret, in a namespace of its own: the SecretProviderClass is stored
+    as sent, and the operator's serve pods (admitted under Pod Security `restricted`) carry
+    the add-on's CSI volume, mounted read-only where HF_TOKEN_PATH points."""
+    doc = yaml.safe_load((stacks_dir() / "Pulumi.prod.yaml").read_text())
+    doc["config"]["tpuray:cluster"]["name"] = "tpuray-hf"
+    doc["config"]["tpuray:workloads"]["namespace"] = "ray-hf"
+    doc["config"]["tpuray:workloads"]["serve"]["hfTokenSecret"] = "projects/acme-ml-prod/secrets/hf-token"
+    doc["config"]["tpuray:workloads"].pop("train")
+    path = tmp_path / "Pulumi.prod-hf.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    kinds = ("Namespace", "ServiceAccount", "SecretProviderClass", "RayService")
+    objects = [o for o in manifests(run_stack(str(path))) if o["kind"] in kinds]
+    assert [o["kind"] for o in objects] == list(kinds)
+    control_plane.ensure_namespace("ray-hf")
+    stored = {o["kind"]: control_plane.apply(o) for o in objects}
+    assert dropped_fields(objects[2], stored["SecretProviderClass"]) == []
+    assert stored["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    cluster = _owned_cluster_name(control_plane, objects[3])
+    pods = _wait_for(
+        lambda: control_plane.list("v1", "Pod", "ray-hf", f"ray.io/cluster={cluster}"), lambda p: len(p) >= 3
+    )
+    # The head and the 2 one-host v5e 2x4 replicas of the serve group.
+    events = [f"{e['reason']}: {e['message']}" for e in control_plane.list("v1", "Event", "ray-hf")]
+    assert sorted(p["metadata"]["labels"]["ray.io/group"] for p in pods) == [
+        "headgroup",
+        "serve-v5litepod-8",
+        "serve-v5litepod-8",
+    ], events
+    for pod in pods:
+        (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "hf-token"]
+        assert volume["csi"] == {
+            "driver": "secrets-store-gke.csi.k8s.io",
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": "tpuray-hf-serve-hf-token"},
+        }
+        ray_container = pod["spec"]["containers"][0]
+        assert {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True} in ray_container[
+            "volumeMounts"
+        ]
+    assert _warning_events(control_plane, "ray-hf", cluster) == []
 
 
 # --- tpuray check's offline verdicts against the real API server and operator ------------
