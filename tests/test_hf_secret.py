@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import mocked
+from tpuray.commands.preview import key_inputs
 from tpuray.config import stacks_dir
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.evaluate import check_stack as policy_violations
@@ -175,3 +176,15 @@ def test_the_rendered_service_without_its_volume_fires_hf_token_mounted(run: Sta
             "(tpuray:workloads.serve.hfTokenSecret renders it)",
         )
     ]
+
+
+def test_preview_shows_the_add_on_and_the_one_secret_grant(run: StackRun) -> None:
+    assert key_inputs(one(run, CLUSTER)) == (
+        "us-east5 channel=STABLE rayOperator=True privateNodes=True workloadIdentity=True secretManager=True "
+        "dataplane=V2 secretsEncryption=KMS gke-secrets binaryAuthorization=off "
+        "maintenance=FREQ=WEEKLY;BYDAY=SA,SU 04:00-12:00Z exclusions=1"
+    )
+    assert key_inputs(one(run, SECRET_IAM)) == (
+        "projects/acme-ml-prod/secrets/hf-token roles/secretmanager.secretAccessor → "
+        "serviceAccount:tpuray-prod-ray@acme-ml-prod.iam.gserviceaccount.com"
+    )

@@ -69,10 +69,12 @@ def key_inputs(r: MockedResource) -> str:
     i = r.inputs
     if r.type == "gcp:container/cluster:Cluster":
         ray = (_get(i, "addonsConfig", "rayOperatorConfigs") or [{}])[0]
+        # Shown only when on: the Secret Manager add-on mounts an llm stack's Hugging Face token.
+        secrets = " secretManager=True" if _get(i, "secretManagerConfig", "enabled") else ""
         return (
             f"{i.get('location')} channel={_get(i, 'releaseChannel', 'channel')} "
             f"rayOperator={ray.get('enabled', False)} privateNodes={_get(i, 'privateClusterConfig', 'enablePrivateNodes')} "
-            f"workloadIdentity={bool(i.get('workloadIdentityConfig'))} {cluster_security_summary(i)}"
+            f"workloadIdentity={bool(i.get('workloadIdentityConfig'))}{secrets} {cluster_security_summary(i)}"
         )
     if r.type == "gcp:container/nodePool:NodePool":
         nc = i.get("nodeConfig", {})
@@ -104,6 +106,8 @@ def key_inputs(r: MockedResource) -> str:
         return f"{_get(i, 'metadata', 'namespace') or ''}/{_get(i, 'metadata', 'name')}".lstrip("/")
     if r.type == "gcp:serviceaccount/account:Account":
         return str(i.get("accountId"))
+    if r.type == "gcp:secretmanager/secretIamMember:SecretIamMember":
+        return f"projects/{i.get('project')}/secrets/{i.get('secretId')} {i.get('role')} → {i.get('member')}"
     if r.type == "gcp:monitoring/alertPolicy:AlertPolicy":
         promql = (i.get("conditions") or [{}])[0].get("conditionPrometheusQueryLanguage") or {}
         return (
