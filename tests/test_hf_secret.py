@@ -188,3 +188,16 @@ def test_preview_shows_the_add_on_and_the_one_secret_grant(run: StackRun) -> Non
         "projects/acme-ml-prod/secrets/hf-token roles/secretmanager.secretAccessor → "
         "serviceAccount:tpuray-prod-ray@acme-ml-prod.iam.gserviceaccount.com"
     )
+
+
+def test_a_volume_naming_no_declared_secret_provider_class_fires_hf_token_provider_class(run: StackRun) -> None:
+    broken = copy.deepcopy(run)
+    one(broken, SPC).inputs["metadata"]["name"] = "hf-token-renamed"
+    messages = [(v.policy, v.message) for v in policy_violations(broken)]
+    assert [policy for policy, _ in messages] == ["hf-token-provider-class", "hf-token-provider-class"]
+    assert messages[0][1] == (
+        "RayService/tpuray-prod-serve: spec.rayClusterConfig.headGroupSpec volume 'hf-token' names "
+        "SecretProviderClass 'tpuray-prod-serve-hf-token', which the stack does not declare in namespace 'ray'; the "
+        "pods stay ContainerCreating with a mount error: declare it there (tpuray:workloads.serve.hfTokenSecret "
+        "renders both)"
+    )

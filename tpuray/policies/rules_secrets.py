@@ -12,6 +12,10 @@ read the token from that file. If no pod of the RayService mounts a Secret Manag
 does not exist: a gated download answers 401 and the application never leaves DEPLOYING,
 which only shows on the cloud. Every group's Ray container (the first) must mount it, as the
 rendered RayService does: Serve places replicas on any Ray node.
+
+`hf-token-provider-class` (stack): each such volume names a SecretProviderClass of the stack,
+in the RayService's namespace, with `provider: gke` (the add-on's; the open-source provider
+is `gcp`). A misspelt or missing class leaves the pods in ContainerCreating with a mount error.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ import yaml
 
 from tpuray.hf_token import plaintext_token_paths
 from tpuray.llm_stack import SECRET_MANAGER_CSI_DRIVER
-from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.core import MANDATORY, Finding, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, Group, RayClusterSpec, as_dict, as_list, cluster_spec, groups
 
 CONFIG_MAP_TYPE = "kubernetes:core/v1:ConfigMap"
 RAY_SERVICE_TYPES = tuple(t for t in RAY_TYPES if t.endswith(":RayService"))
+SECRET_PROVIDER_CLASS_TYPES = tuple(
+    f"kubernetes:secrets-store.csi.x-k8s.io/{v}:SecretProviderClass" for v in ("v1", "v1alpha1")
+)
+ADD_ON_PROVIDER = "gke"  # the GKE Secret Manager add-on's SecretProviderClass provider
 
 
 def _no_plaintext_token(res: Resource, config: dict[str, Any]) -> Iterator[str]:
@@ -87,6 +95,43 @@ def _token_mounted(res: Resource, config: dict[str, Any]) -> Iterator[str]:
                 )
 
 
+def _namespace(res: Resource) -> Any:
+    return as_dict(res.props.get("metadata")).get("namespace")
+
+
+def _provider_class_declared(resources: list[Resource], config: dict[str, Any]) -> Iterator[Finding]:
+    classes = {
+        (_namespace(r), as_dict(r.props.get("metadata")).get("name")): r
+        for r in resources
+        if r.type in SECRET_PROVIDER_CLASS_TYPES
+    }
+    for res in (r for r in resources if r.type in RAY_SERVICE_TYPES):
+        cluster = cluster_spec(res.props) or RayClusterSpec({}, "spec.rayClusterConfig")
+        for group in groups(cluster):
+            for volume in as_list(group.pod_spec.get("volumes")):
+                csi = as_dict(as_dict(volume).get("csi"))
+                if csi.get("driver") != SECRET_MANAGER_CSI_DRIVER:
+                    continue
+                name = as_dict(csi.get("volumeAttributes")).get("secretProviderClass")
+                found = classes.get((_namespace(res), name))
+                where = f"{res.label}: {group.where} volume {as_dict(volume).get('name')!r}"
+                if found is None:
+                    yield Finding(
+                        f"{where} names SecretProviderClass {name!r}, which the stack does not declare in namespace "
+                        f"{_namespace(res)!r}; the pods stay ContainerCreating with a mount error: declare it there "
+                        "(tpuray:workloads.serve.hfTokenSecret renders both)",
+                        res.urn,
+                    )
+                elif as_dict(found.props.get("spec")).get("provider") != ADD_ON_PROVIDER:
+                    provider = as_dict(found.props.get("spec")).get("provider")
+                    yield Finding(
+                        f"{where} uses the GKE add-on's driver {SECRET_MANAGER_CSI_DRIVER} but {found.label} has "
+                        f"provider {provider!r}; the add-on serves provider {ADD_ON_PROVIDER!r} only (the open-source "
+                        "driver serves 'gcp'): set spec.provider: gke",
+                        found.urn,
+                    )
+
+
 RULES = (
     Rule(
         "hf-token-not-plaintext",
@@ -103,5 +148,11 @@ RULES = (
         RAY_SERVICE_TYPES,
         _token_mounted,
         kubernetes=True,
+    ),
+    Rule(
+        "hf-token-provider-class",
+        "Each Secret Manager add-on volume of a RayService names a SecretProviderClass of the stack with provider gke.",
+        MANDATORY,
+        stack_check=_provider_class_declared,
     ),
 )
