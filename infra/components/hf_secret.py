@@ -17,7 +17,8 @@ which also sets the LLMConfig's HF_TOKEN_PATH), the program declares, and otherw
    `iam.gke.io/gcp-service-account` annotation (ours does: infra/components/workloads.py), the
    provider trades its token for the annotated GSA's, so the GSA is the principal Secret
    Manager sees (GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp auth/auth.go,
-   `Token`). A binding for the KSA's own `principal://...` would not be used.
+   `Token`; the add-on derives from that provider, so it is assumed to do the same: not
+   observed on GKE). A binding for the KSA's own `principal://...` would not be used.
    The grant waits for the KSA->GSA binding, which waits for the cluster's workload pool.
 
 Sources: https://cloud.google.com/secret-manager/docs/secret-manager-managed-csi-component
