@@ -81,10 +81,9 @@ def kill_processes(procs: Sequence[psutil.Process], grace_s: float = 3.0, killed
         with contextlib.suppress(psutil.Error):
             proc.kill()
     deadline = time.monotonic() + killed_s
-    alive = [p for p in alive if _running(p)]
     while alive and time.monotonic() < deadline:
-        _, alive = psutil.wait_procs(alive, timeout=0.5)
-        alive = [p for p in alive if _running(p)]
+        _, alive = psutil.wait_procs(alive, timeout=0.5)  # reaps the ones that are our children
+        alive = [p for p in alive if _running(p)]  # another parent's zombie is gone for good
     return [p.pid for p in alive]
 
 
