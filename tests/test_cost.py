@@ -5,14 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
 from tpuray import cost, pricebook
+from tpuray.cli import main
 from tpuray.config import ConfigError, load_stack, parse_stack_config, read_stack_file, resolve_stack_file
 
 
@@ -129,17 +127,18 @@ def test_snapshot_age_warns_only_past_90_days() -> None:
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
-def test_preview_of_every_example_stack_prints_a_dollar_range_and_the_snapshot_age(stack: str) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "tpuray.cli", "preview", stack], cwd=REPO, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    (row,) = [ln for ln in out.stdout.splitlines() if "stack range" in ln]
+def test_preview_of_every_example_stack_prints_a_dollar_range_and_the_snapshot_age(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["preview", stack])  # in-process: the same parse, call, print as the command
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    (row,) = [ln for ln in out.out.splitlines() if "stack range" in ln]
     cells = [c.strip() for c in row.split("│")]
     low, high = cells[7], cells[8]
     for end in (low, high):
         assert re.fullmatch(r"(at least )?\$[0-9,.]+/h", end), row
-    assert "prices: Google Cloud TPU pricing pages (published list prices), snapshot 2024-12-20" in out.stdout
+    assert "prices: Google Cloud TPU pricing pages (published list prices), snapshot 2024-12-20" in out.out
 
 
 def test_stack_config_sets_a_price_and_names_itself_as_source() -> None:
@@ -192,11 +191,9 @@ def test_a_price_for_an_unknown_tier_is_a_config_error() -> None:
         _with("dev", prices={"v6e": {"preemptible": 1.0}})
 
 
-def test_preview_json_carries_the_cost() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "tpuray.cli", "preview", "prod", "--json"], cwd=REPO, capture_output=True, text=True
-    )
-    doc = json.loads(out.stdout)
+def test_preview_json_carries_the_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preview", "prod", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
     assert doc["cost"]["currency"] == "USD"
     assert {x["pool"] for x in doc["cost"]["lines"]} == {"v6e-train", "v5e-serve"}
     assert doc["cost"]["range"]["low"]["hourly"] == pytest.approx(79.68)

@@ -78,9 +78,16 @@ def test_topology_change_replaces_the_slice_node_pool(project: Path) -> None:
     assert fields["initialNodeCount"] == (4, 8)  # hosts of the slice, from the catalog
 
 
-def test_capacity_chain_change_updates_the_compute_class_and_the_cost(project: Path) -> None:
+@pytest.fixture(scope="module")
+def serve_pool_on_demand(project: Path) -> Report:
+    """dev's serve pool moved from spot to on-demand: one diff that two tests read (each diff runs
+    two previews in subprocesses)."""
     _change_stack(project, "dev", lambda c: _pool(c, "v6e-serve-dev").update(capacity=[{"onDemand": True}]))
-    stack = _only(run_diff(project, "base", ["dev"]))
+    return run_diff(project, "base", ["dev"])
+
+
+def test_capacity_chain_change_updates_the_compute_class_and_the_cost(serve_pool_on_demand: Report) -> None:
+    stack = _only(serve_pool_on_demand)
     cc = _change(stack, COMPUTE_CLASS, "v6e-serve-dev-computeclass")
     assert cc.action == "update"
     assert any(f.path.startswith("spec.priorities[") for f in cc.fields)
@@ -92,11 +99,12 @@ def test_capacity_chain_change_updates_the_compute_class_and_the_cost(project: P
     assert "v6e-serve-dev v6e 2x2 spot" not in head["unknownParts"]
 
 
-def test_markdown_shows_the_monthly_range_delta_with_the_price_source_and_snapshot_date(project: Path) -> None:
+def test_markdown_shows_the_monthly_range_delta_with_the_price_source_and_snapshot_date(
+    serve_pool_on_demand: Report,
+) -> None:
     from tpuray.commands.diff import markdown
 
-    _change_stack(project, "dev", lambda c: _pool(c, "v6e-serve-dev").update(capacity=[{"onDemand": True}]))
-    text = markdown(run_diff(project, "base", ["dev"]))
+    text = markdown(serve_pool_on_demand)
     # 4 v6e chips move from spot (at least 9% of $2.70) to on-demand ($2.70): the low end rises
     # by 4 x (2.70 - 0.243) x 730 h; the high end (every slice on-demand) does not move.
     assert (

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, mocked
+from conftest import mocked
 
+from tpuray.cli import main
 from tpuray.commands.preview import key_inputs
 from tpuray.config import ConfigError, parse_stack_config, read_stack_file, resolve_stack_file, stacks_dir
 from tpuray.mockrun import run_stack
@@ -64,13 +63,14 @@ def test_binary_authorization_stays_off_unless_the_stack_opts_in() -> None:
     assert mocked("dev").of_type("gcp:binaryauthorization/policy:Policy") == []
 
 
-def test_preview_prod_shows_dataplane_v2_kms_and_the_maintenance_policy_and_passes() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "tpuray", "preview", "prod"], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "dataplane=V2" in out.stdout and "podSecurity=restricted" in out.stdout
-    assert "policies: no violations" in out.stdout
+def test_preview_prod_shows_dataplane_v2_kms_and_the_maintenance_policy_and_passes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["preview", "prod"])  # in-process: the same parse, call, print as the command
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert "dataplane=V2" in out.out and "podSecurity=restricted" in out.out
+    assert "policies: no violations" in out.out
     (cluster,) = mocked("prod").of_type(CLUSTER)
     assert key_inputs(cluster) == (
         "us-east5 channel=STABLE rayOperator=True privateNodes=True workloadIdentity=True dataplane=V2 "
