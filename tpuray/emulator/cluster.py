@@ -19,6 +19,8 @@ from typing import Any
 import psutil
 
 from tpuray import labels, storage_emulator
+from tpuray.emulator.autoscale import Autoscale, autoscaling_config, write_config
+from tpuray.emulator.autoscale import head_env as autoscale_head_env
 from tpuray.emulator.plan import (
     HEAD_OBJECT_STORE_BYTES,
     HOST_CPUS,
@@ -46,6 +48,31 @@ BASE_ENV = {
 IMAGE_SITE = Path(__file__).resolve().parent.parent / "image_site"
 
 ProgressFn = Callable[[str, int, int], None]  # (what just started, done, total)
+
+
+def node_common_args(ray_dir: str) -> dict[str, Any]:
+    """The add_node/RayParams arguments every emulated node shares (loopback, its temp dir)."""
+    return {
+        "node_ip_address": "127.0.0.1",
+        "temp_dir": ray_dir,
+        "min_worker_port": 0,
+        "max_worker_port": 0,
+        "dashboard_agent_listen_port": None,
+    }
+
+
+def host_node_args(spec: SliceSpec, worker: int, host_cpus: int, common: dict[str, Any]) -> dict[str, Any]:
+    """The RayParams of one emulated TPU host, started with `spec.host_env(worker)` in the
+    environment: the one definition of a host, whether the emulator starts it up front or the
+    autoscaler's provider starts it on demand (tpuray/emulator/autoscale.py)."""
+    return {
+        "num_cpus": host_cpus,
+        "runtime_env_dir_name": runtime_env_dir_name(spec, worker),
+        "resources": {"TPU": spec.shape.chips_per_host},
+        "labels": {**spec.host_labels(), labels.EMULATOR_ROLE: "tpu-host"},
+        "object_store_memory": HOST_OBJECT_STORE_BYTES,
+        **common,
+    }
 
 
 class EmulatedCluster:
@@ -102,13 +129,16 @@ class EmulatedCluster:
         dashboard: bool = False,
         progress: ProgressFn | None = None,
         delivery: bool = False,
+        autoscale: Autoscale | None = None,
     ) -> EmulatedCluster:
         """Start a head plus one raylet per emulated TPU host on 127.0.0.1.
 
         `plan` comes from `plan_slices` (a stack's rendered worker groups) or `plan_for`
         (explicit slices). With `detach=False` the nodes die with this process. With
         `delivery`, a GCS emulator starts first and the hosts fetch code the way GKE pods do:
-        from the runtime_env working_dir only (see IMAGE_SITE)."""
+        from the runtime_env working_dir only (see IMAGE_SITE). With `autoscale`, the head also
+        runs Ray's autoscaler, which starts slices of `autoscale.groups` for pending demand
+        (tpuray/emulator/autoscale.py); `plan` then holds only slices started up front."""
         name = name or "emulated"
         sdir = Path(state_dir) if state_dir is not None else state_dir_for(name)
         if (sdir / STATE_FILE).exists():
@@ -130,7 +160,9 @@ class EmulatedCluster:
         try:
             if delivery:
                 self._start_storage()
-            self._start_nodes(plan, detach=detach, host_cpus=host_cpus, dashboard=dashboard, progress=progress)
+            self._start_nodes(
+                plan, detach=detach, host_cpus=host_cpus, dashboard=dashboard, progress=progress, autoscale=autoscale
+            )
         except BaseException:
             self.stop()
             raise
@@ -144,7 +176,14 @@ class EmulatedCluster:
         self.state.save()
 
     def _start_nodes(
-        self, plan: Plan, *, detach: bool, host_cpus: int, dashboard: bool, progress: ProgressFn | None
+        self,
+        plan: Plan,
+        *,
+        detach: bool,
+        host_cpus: int,
+        dashboard: bool,
+        progress: ProgressFn | None,
+        autoscale: Autoscale | None = None,
     ) -> None:
         _loopback_only()
         from ray.cluster_utils import Cluster
@@ -161,30 +200,30 @@ class EmulatedCluster:
         if state.storage_host:
             base[storage_emulator.HOST_ENV] = state.storage_host
             base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMAGE_SITE), os.environ.get("PYTHONPATH")]))
-        common = {
-            "node_ip_address": "127.0.0.1",
-            "temp_dir": state.ray_dir,
-            "min_worker_port": 0,
-            "max_worker_port": 0,
-            "dashboard_agent_listen_port": None,
-        }
+        common = node_common_args(state.ray_dir)
+        head_args: dict[str, Any] = {}
+        head_env: dict[str, str] = {}
+        if autoscale is not None:
+            config = autoscaling_config(
+                autoscale,
+                name=state.name,
+                state_dir=state.state_dir,
+                ray_dir=state.ray_dir,
+                gcs_address=base["RAY_ADDRESS"],
+                host_cpus=host_cpus,
+                fate_share=not detach,
+            )
+            head_args["autoscaling_config"] = str(write_config(config, state.state_dir))
+            head_env = autoscale_head_env()
         with _environ(base):
             # shutdown_at_exit=False turns off Ray's fate-sharing: the detached cluster must
             # outlive the launcher. In-process we want the opposite, so no stray raylets
             # survive a crashed test run.
             cluster = Cluster(initialize_head=False, shutdown_at_exit=not detach)
             self._cluster = cluster
-            head = cluster.add_node(
-                num_cpus=host_cpus,
-                gcs_server_port=gcs_port,
-                runtime_env_dir_name=runtime_env_dir_name(None),
-                include_dashboard=dashboard,
-                dashboard_port=_free_port(),
-                dashboard_host="127.0.0.1",
-                object_store_memory=HEAD_OBJECT_STORE_BYTES,
-                labels={labels.EMULATOR_ROLE: "head"},
-                **common,
-            )
+            with _environ(head_env):
+                head = self._add_head(cluster, host_cpus, gcs_port, dashboard, common, head_args)
+
             state.address = head.address
             if dashboard:
                 state.dashboard_url = "http://" + (head.webui_url or "").removeprefix("http://")
@@ -196,15 +235,7 @@ class EmulatedCluster:
             for spec in plan.slices:
                 for worker in range(spec.shape.hosts):
                     with _environ(spec.host_env(worker)):
-                        node = cluster.add_node(
-                            wait=False,
-                            num_cpus=host_cpus,
-                            runtime_env_dir_name=runtime_env_dir_name(spec, worker),
-                            resources={"TPU": spec.shape.chips_per_host},
-                            labels={**spec.host_labels(), labels.EMULATOR_ROLE: "tpu-host"},
-                            object_store_memory=HOST_OBJECT_STORE_BYTES,
-                            **common,
-                        )
+                        node = cluster.add_node(wait=False, **host_node_args(spec, worker, host_cpus, common))
                     self._nodes[(spec.name, worker)] = node
                     state.hosts.append(HostRecord(spec.name, worker, node.unique_id, _records(node)))
                     state.save()  # written per node, so `down` can clean up a half-started cluster
@@ -214,6 +245,23 @@ class EmulatedCluster:
             cluster.wait_for_nodes(timeout=120)
         state.ready = True
         state.save()
+
+    @staticmethod
+    def _add_head(
+        cluster: Any, host_cpus: int, gcs_port: int, dashboard: bool, common: dict[str, Any], extra: dict[str, Any]
+    ) -> Any:
+        return cluster.add_node(
+            num_cpus=host_cpus,
+            gcs_server_port=gcs_port,
+            runtime_env_dir_name=runtime_env_dir_name(None),
+            include_dashboard=dashboard,
+            dashboard_port=_free_port(),
+            dashboard_host="127.0.0.1",
+            object_store_memory=HEAD_OBJECT_STORE_BYTES,
+            labels={labels.EMULATOR_ROLE: "head"},
+            **common,
+            **extra,
+        )
 
     @classmethod
     def attach(cls, state_dir: str | Path) -> EmulatedCluster:

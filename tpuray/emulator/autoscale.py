@@ -1,0 +1,182 @@
+"""Ray's own autoscaler over emulated TPU slices: worker groups that scale from zero.
+
+`EmulatedCluster.start(plan, autoscale=Autoscale(groups))` starts the head with an
+autoscaling config built here (`autoscaling_config`). Ray's monitor process on the head then
+runs Ray's autoscaler (v1, `ray/autoscaler/_private/autoscaler.py` StandardAutoscaler, what
+KubeRay runs unless autoscaler v2 is turned on) against `slice_provider.SliceProvider`, a subclass of Ray's
+`FakeMultiNodeProvider` (`ray/autoscaler/_private/fake_multi_node/node_provider.py`,
+pinned Ray 2.60.0), loaded as an `external` provider.
+
+What is modelled, and after which source:
+- node types are the rendered TPU worker groups, as KubeRay's autoscaling config makes them
+  (`ray/autoscaler/_private/kuberay/autoscaling_config.py`): resources per host
+  `{CPU, TPU: chips per host, TPU-<pod type>-head: 1}`, `min_workers = minReplicas x
+  numOfHosts`, `max_workers = maxReplicas x numOfHosts`;
+- one scale-up of a group is one replica, a whole slice of `numOfHosts` hosts, created
+  together (KubeRay creates a replica's pods together; `BatchingNodeProvider.terminate_node`
+  removes the whole replica of a host it deletes, and so does `SliceProvider.terminate_node`);
+- each host is started by `cluster.host_node_args` with `SliceSpec.host_env`: exactly what a
+  pre-started emulated host gets, so Ray derives the same ray.io/tpu-* labels and gives
+  `TPU-<pod type>-head` to worker 0 only;
+- GKE's walk of the ComputeClass: a replica lands on the group's first tier (ComputeClass
+  priority of its shape) that has capacity; the capacity file (`set_unavailable`) takes a
+  (pod type, tier) away. A replica no tier can take raises `NodeLaunchException`, which Ray's
+  autoscaler records as a failed launch and retries on its next update, as a Pending pod
+  waits for GKE;
+- preemption: a slice one of whose hosts died (`EmulatedCluster.kill_host`) is gone from the
+  provider at the autoscaler's next update, so pending demand scales a new replica.
+
+Not modelled: GKE's provisioning time (a slice starts in seconds), `capacityCheckWaitTimeSeconds`
+(an unavailable tier is skipped at once), KubeRay's operator (the provider plays it), and
+autoscaler v2 (see docs/capacity.md, section 4).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpuray.emulator.plan import SliceSpec, TpuGroup
+from tpuray.emulator.state import HostRecord
+
+CONFIG_FILE = "autoscaling.json"
+CAPACITY_FILE = "capacity.json"  # (pod type, tier) pairs out of capacity; written by tests
+PROVIDER_FILE = "provider.json"  # the slices the provider started, and its refusals
+HEAD_NODE_TYPE = "ray.head.default"
+PROVIDER_MODULE = "tpuray.emulator.slice_provider.SliceProvider"
+UPDATE_INTERVAL_S = 1  # AUTOSCALER_UPDATE_INTERVAL_S (Ray's default is 5)
+# Environment of the head, read by its monitor (ray/scripts/scripts.py sets the same two
+# for `RAY_FAKE_CLUSTER=1 ray start --head`).
+FAKE_HEAD_NODE_ID = "f" * 51 + "00000"
+
+
+@dataclass(frozen=True)
+class Autoscale:
+    """Which worker groups Ray's autoscaler scales, and how fast it lets idle slices go."""
+
+    groups: tuple[TpuGroup, ...]
+    idle_timeout_s: float = 60.0  # KubeRay's default idleTimeoutSeconds
+    from_zero: bool = True  # every group starts with no replica (minReplicas 0)
+
+    def min_slices(self, group: TpuGroup) -> int:
+        return 0 if self.from_zero else group.start_slices
+
+
+def head_env() -> dict[str, str]:
+    return {
+        "RAY_FAKE_CLUSTER": "1",  # FakeMultiNodeProvider refuses to start without it
+        "AUTOSCALER_UPDATE_INTERVAL_S": str(UPDATE_INTERVAL_S),
+        "RAY_OVERRIDE_NODE_ID_FOR_TESTING": FAKE_HEAD_NODE_ID,
+    }
+
+
+def node_type(group: TpuGroup, host_cpus: int, min_slices: int) -> dict[str, Any]:
+    """A worker group as KubeRay's autoscaling config describes it (per host)."""
+    shape = group.shape
+    return {
+        "resources": {"CPU": host_cpus, "TPU": shape.chips_per_host, f"TPU-{shape.pod_type}-head": 1},
+        "labels": {},
+        "node_config": {},
+        "min_workers": min_slices * shape.hosts,
+        "max_workers": group.max_slices * shape.hosts,
+    }
+
+
+def autoscaling_config(
+    spec: Autoscale, *, name: str, state_dir: str, ray_dir: str, gcs_address: str, host_cpus: int, fate_share: bool
+) -> dict[str, Any]:
+    """The cluster config Ray's monitor reads (`--autoscaling-config`)."""
+    groups = {
+        g.name: {"template": SliceSpec(g.name, g.pool, g.shape, "").as_json(), "tiers": [t.key for t in g.tiers]}
+        for g in spec.groups
+    }
+    types = {g.name: node_type(g, host_cpus, spec.min_slices(g)) for g in spec.groups}
+    types[HEAD_NODE_TYPE] = {"resources": {"CPU": host_cpus}, "node_config": {}, "max_workers": 0}
+    empty: dict[str, Any] = {}
+    return {
+        "cluster_name": name,
+        "max_workers": sum(t["max_workers"] for t in types.values()),
+        "upscaling_speed": 1.0,
+        "idle_timeout_minutes": spec.idle_timeout_s / 60,
+        "provider": {
+            "type": "external",
+            "module": PROVIDER_MODULE,
+            # Ray matches a provider node to its raylet by node id (the provider sets it).
+            "use_node_id_as_ip": True,
+            "disable_node_updaters": True,
+            "disable_launch_config_check": True,
+            "gcs_address": gcs_address,
+            "head_node_id": FAKE_HEAD_NODE_ID,
+            "tpuray": {
+                "state_dir": state_dir,
+                "ray_dir": ray_dir,
+                "host_cpus": host_cpus,
+                "fate_share": fate_share,
+                "groups": groups,
+            },
+        },
+        "auth": {"ssh_user": "ray"},
+        "available_node_types": types,
+        "head_node_type": HEAD_NODE_TYPE,
+        "file_mounts": empty,
+        "cluster_synced_files": [],
+        "file_mounts_sync_continuously": False,
+        "rsync_exclude": [],
+        "rsync_filter": [],
+        "initialization_commands": [],
+        "setup_commands": [],
+        "head_setup_commands": [],
+        "worker_setup_commands": [],
+        "head_start_ray_commands": [],
+        "worker_start_ray_commands": [],
+    }
+
+
+def write_config(config: dict[str, Any], state_dir: str | Path) -> Path:
+    path = Path(state_dir) / CONFIG_FILE
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+# -- capacity faults (written by a test or `tpuray local`, read by the provider per launch)
+def set_unavailable(state_dir: str | Path, pairs: Iterable[tuple[str, str]]) -> None:
+    """Take (pod type, tier) capacity away, e.g. ("v6e-16", "spot"); tier "*" is every tier.
+    Replaces the previous set; an empty set gives every tier its capacity back."""
+    path = Path(state_dir) / CAPACITY_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"unavailable": sorted([list(p) for p in pairs])}))
+    tmp.replace(path)
+
+
+def unavailable(state_dir: str | Path) -> set[tuple[str, str]]:
+    path = Path(state_dir) / CAPACITY_FILE
+    if not path.is_file():
+        return set()
+    return {(a, b) for a, b in json.loads(path.read_text())["unavailable"]}
+
+
+def has_capacity(pod_type: str, tier: str, out: set[tuple[str, str]]) -> bool:
+    return (pod_type, tier) not in out and (pod_type, "*") not in out
+
+
+@dataclass(frozen=True)
+class ProviderRecord:
+    """What the provider did, for tests and `tpuray local status` (provider.json)."""
+
+    slices: list[SliceSpec]
+    hosts: list[HostRecord]
+    refused: list[dict[str, Any]]
+
+    @classmethod
+    def load(cls, state_dir: str | Path) -> ProviderRecord:
+        from tpuray.emulator.state import ProcessRecord
+
+        path = Path(state_dir) / PROVIDER_FILE
+        if not path.is_file():
+            return cls([], [], [])
+        raw = json.loads(path.read_text())
+        hosts = [HostRecord(**{**h, "processes": [ProcessRecord(**p) for p in h["processes"]]}) for h in raw["hosts"]]
+        return cls([SliceSpec.from_json(s) for s in raw["slices"]], hosts, raw["refused"])

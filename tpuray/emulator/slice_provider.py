@@ -1,0 +1,161 @@
+"""The node provider Ray's autoscaler loads in its monitor process (tpuray/emulator/autoscale.py
+says what it models and after which sources). Imports Ray at import time, so it lives apart
+from the config code the CLI imports."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from tpuray import capacity
+from tpuray.emulator.autoscale import PROVIDER_FILE, ProviderRecord, has_capacity, unavailable
+from tpuray.emulator.plan import SliceSpec
+from tpuray.emulator.state import HostRecord
+
+logger = logging.getLogger(__name__)
+
+
+# pragma: no mutate start (runs inside Ray's monitor process: covered by tests/test_autoscale_emulated.py)
+def _provider_base() -> type:
+    from ray.autoscaler._private.fake_multi_node.node_provider import FakeMultiNodeProvider
+
+    return FakeMultiNodeProvider
+
+
+class SliceProvider(_provider_base()):  # type: ignore[misc]
+    """Ray's fake multi-node provider, one whole slice per scale-up of a TPU worker group."""
+
+    def __init__(self, provider_config: dict[str, Any], cluster_name: str) -> None:
+        super().__init__(provider_config, cluster_name)
+        own = provider_config["tpuray"]
+        self._state_dir = own["state_dir"]
+        self._ray_dir = own["ray_dir"]
+        self._host_cpus = int(own["host_cpus"])
+        self._fate_share = bool(own["fate_share"])
+        self._groups = {
+            name: (SliceSpec.from_json(g["template"]), [capacity.by_key(k) for k in g["tiers"]])
+            for name, g in own["groups"].items()
+        }
+        self._record = ProviderRecord([], [], [])
+
+    # The autoscaler calls this once per update before anything else: drop preempted slices.
+    def non_terminated_nodes(self, tag_filters: dict[str, str]) -> list[str]:
+        with self.lock:
+            for name in sorted({n["slice"] for n in self._nodes.values() if "slice" in n and self._dead(n)}):
+                logger.info("tpuray: slice %s lost a host (preempted): removing the whole slice", name)
+                self._remove_slice(name)
+        return super().non_terminated_nodes(tag_filters)
+
+    @staticmethod
+    def _dead(entry: dict[str, Any]) -> bool:
+        raylets = entry["node"].all_processes.get("raylet", [])
+        return any(info.process.poll() is not None for info in raylets)
+
+    def create_node_with_resources_and_labels(
+        self, node_config: dict[str, Any], tags: dict[str, str], count: int, resources: dict, labels: dict
+    ) -> None:
+        from ray.autoscaler.node_launch_exception import NodeLaunchException
+        from ray.autoscaler.tags import TAG_RAY_USER_NODE_TYPE
+
+        group = tags[TAG_RAY_USER_NODE_TYPE]
+        template, tiers = self._groups[group]
+        # `count` hosts asked for; a replica is a whole slice (KubeRay rounds the same way:
+        # any request for a group's hosts raises its replicas).
+        replicas = max(1, -(-count // template.shape.hosts))
+        with self.lock:
+            for _ in range(replicas):
+                out = unavailable(self._state_dir)
+                tier = next((t for t in tiers if has_capacity(template.shape.pod_type, t.key, out)), None)
+                if tier is None:
+                    self._record.refused.append({"group": group, "at": time.time(), "tiers": [t.key for t in tiers]})
+                    self._save()
+                    raise NodeLaunchException(
+                        "no capacity",
+                        f"no tier of {group} ({', '.join(t.key for t in tiers)}) has a {template.shape.pod_type} slice",
+                        None,
+                    )
+                self._start_slice(group, template, tier)
+
+    def _start_slice(self, group: str, template: SliceSpec, tier: capacity.Tier) -> None:
+        import ray
+        from ray.autoscaler.tags import (
+            NODE_KIND_WORKER,
+            STATUS_UP_TO_DATE,
+            TAG_RAY_NODE_KIND,
+            TAG_RAY_NODE_NAME,
+            TAG_RAY_NODE_STATUS,
+            TAG_RAY_USER_NODE_TYPE,
+        )
+
+        from tpuray.emulator.cluster import host_node_args, node_common_args
+        from tpuray.emulator.processes import _environ, _records
+
+        used = {s.name for s in self._record.slices} | {n.get("slice") for n in self._nodes.values()}
+        index = next(i for i in range(len(used) + 1) if f"{group}-{i}" not in used)
+        spec = replace(template, name=f"{group}-{index}", market_type=tier.market_type, tier=tier.key)
+        logger.info("tpuray: starting slice %s on tier %s", spec.name, tier.key)
+        for worker in range(spec.shape.hosts):
+            node_id = self._next_hex_node_id()
+            env = {**spec.host_env(worker), "RAY_OVERRIDE_NODE_ID_FOR_TESTING": node_id}
+            args = host_node_args(spec, worker, self._host_cpus, node_common_args(self._ray_dir))
+            params = ray._private.parameter.RayParams(
+                **args, gcs_address=self._gcs_address, redis_address=self._gcs_address, env_vars=env
+            )
+            with _environ(env):
+                node = ray._private.node.Node(params, head=False, shutdown_at_exit=False, spawn_reaper=self._fate_share)
+            self._nodes[node_id] = {
+                "tags": {
+                    TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
+                    TAG_RAY_USER_NODE_TYPE: group,
+                    TAG_RAY_NODE_NAME: node_id,
+                    TAG_RAY_NODE_STATUS: STATUS_UP_TO_DATE,
+                },
+                "node": node,
+                "slice": spec.name,
+            }
+            self._record.hosts.append(HostRecord(spec.name, worker, node_id, _records(node)))
+        self._record.slices.append(spec)
+        self._save()
+
+    def terminate_node(self, node_id: str) -> None:
+        """KubeRay deletes a multi-host replica as a whole (batching_node_provider.py)."""
+        with self.lock:
+            entry = self._nodes.get(node_id)
+            if entry is not None:
+                self._remove_slice(entry["slice"])
+
+    def _remove_slice(self, name: str) -> None:
+        for node_id in [i for i, n in self._nodes.items() if n.get("slice") == name]:
+            entry = self._nodes.pop(node_id)
+            with contextlib.suppress(Exception):
+                entry["node"].kill_all_processes(check_alive=False, allow_graceful=False)
+        self._record.slices[:] = [s for s in self._record.slices if s.name != name]
+        self._record.hosts[:] = [h for h in self._record.hosts if h.slice != name]
+        self._save()
+
+    def _save(self) -> None:
+        path = Path(self._state_dir) / PROVIDER_FILE
+        tmp = path.with_suffix(".tmp")
+        rec = self._record
+        tmp.write_text(
+            json.dumps(
+                {
+                    "slices": [s.as_json() for s in rec.slices],
+                    "hosts": [asdict(h) for h in rec.hosts],
+                    "refused": rec.refused[-50:],
+                    "pid": os.getpid(),
+                    "python": sys.executable,
+                }
+            )
+        )
+        tmp.replace(path)
+
+
+# pragma: no mutate end
