@@ -12,14 +12,14 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from tpuray import labels, storage_emulator
-from tpuray.emulator.autoscale import Autoscale, autoscaling_config, write_config
+from tpuray.emulator.autoscale import Autoscale, ProviderRecord, autoscaling_config, set_unavailable, write_config
 from tpuray.emulator.autoscale import head_env as autoscale_head_env
 from tpuray.emulator.plan import (
     HEAD_OBJECT_STORE_BYTES,
@@ -90,7 +90,13 @@ class EmulatedCluster:
 
     @property
     def slices(self) -> list[SliceSpec]:
-        return list(self.state.slices)
+        """Slices started up front, then those Ray's autoscaler has running now."""
+        return list(self.state.slices) + ProviderRecord.load(self.state_dir).slices
+
+    def set_unavailable(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Out of capacity from now on: (pod type, tier) pairs, e.g. ("v6e-8", "spot"), tier
+        "*" for all; the autoscaler's next scale-up skips them (tpuray/emulator/autoscale.py)."""
+        set_unavailable(self.state_dir, pairs)
 
     @property
     def state_dir(self) -> Path:
@@ -101,14 +107,15 @@ class EmulatedCluster:
         return list(self.state.notes)
 
     def slice(self, name: str) -> SliceSpec:
-        for s in self.state.slices:
+        for s in self.slices:
             if s.name == name:
                 return s
-        raise EmulatorError(f"no slice {name!r}; slices: {', '.join(s.name for s in self.state.slices)}")
+        raise EmulatorError(f"no slice {name!r}; slices: {', '.join(s.name for s in self.slices)}")
 
     def pids(self) -> list[int]:
         """Every PID this cluster started that is still running (recorded trees plus children)."""
-        recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
+        hosts = self.state.hosts + ProviderRecord.load(self.state_dir).hosts
+        recorded = [p for h in hosts for r in h.processes if (p := r.process()) is not None]
         recorded += [p for r in self.state.storage if (p := r.process()) is not None]
         return sorted({p.pid for p in _tree(recorded)} | {p.pid for p in _marked(self.state.ray_dir)})
 
@@ -273,7 +280,8 @@ class EmulatedCluster:
         Returns the PIDs killed. The rest of the slice keeps running, as on GKE before
         KubeRay recreates the group."""
         self.slice(slice_name)
-        host = next((h for h in self.state.hosts if (h.slice, h.worker_id) == (slice_name, worker_id)), None)
+        hosts = self.state.hosts + ProviderRecord.load(self.state_dir).hosts  # then the autoscaler's
+        host = next((h for h in hosts if (h.slice, h.worker_id) == (slice_name, worker_id)), None)
         if host is None:
             raise EmulatorError(f"slice {slice_name!r} has no worker {worker_id}")
         procs = _tree([p for r in host.processes if (p := r.process()) is not None])
@@ -283,8 +291,9 @@ class EmulatedCluster:
             with contextlib.suppress(Exception):
                 self._cluster.remove_node(node, allow_graceful=False)
         kill_processes(procs, grace_s=2.0)
-        self.state.hosts.remove(host)
-        self.state.save()
+        if host in self.state.hosts:  # an autoscaled host leaves the provider's record itself
+            self.state.hosts.remove(host)
+            self.state.save()
         return [p.pid for p in procs]
 
     def stop(self, remove_dir: bool = True) -> list[int]:

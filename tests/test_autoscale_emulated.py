@@ -1,0 +1,181 @@
+"""Scale-from-zero and capacity faults with Ray's own autoscaler (docs/capacity.md, section 4).
+
+One autoscaled emulated cluster for the module: a head whose monitor runs Ray's autoscaler
+against tpuray's slice provider (tpuray/emulator/autoscale.py), and two TPU worker groups that
+start with no replica, as the rendered groups of a stack with a cross-generation fallback:
+- train-v6e-8: v6e 2x4 (2 hosts x 4 chips), ComputeClass tiers spot then on-demand;
+- train-v5litepod-8: v5e 2x4 (2 hosts x 4 chips), on-demand: the chain's fallback shape.
+Small shapes keep the hosts few (at most 2 running at a time). Every test starts with no slice:
+each one that ran is taken away afterwards (a preemption of all its hosts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from ray_apps import data, slices, train
+from ray_apps.contracts import ShapeStep
+from tpuray import capacity, catalog
+from tpuray.emulator import EmulatedCluster, TpuGroup
+from tpuray.emulator.autoscale import Autoscale, ProviderRecord
+from tpuray.emulator.plan import Plan
+
+pytestmark = pytest.mark.slow
+
+V6E = catalog.lookup("v6e", "2x4", "ct6e-standard-4t")
+V5E = catalog.lookup("v5e", "2x4", "ct5lp-hightpu-4t")
+V6E_GROUP, V5E_GROUP = "train-v6e-8", "train-v5litepod-8"
+GROUPS = (
+    TpuGroup(V6E_GROUP, "train", V6E, max_slices=1, tiers=(capacity.SPOT, capacity.ON_DEMAND), start_slices=0),
+    TpuGroup(V5E_GROUP, "train", V5E, max_slices=1, tiers=(capacity.ON_DEMAND,), start_slices=0),
+)
+STEPS, BATCH = 4, 16
+REPO = Path(__file__).resolve().parent.parent
+
+
+def step_of(shape: catalog.SliceShape) -> ShapeStep:
+    return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmulatedCluster]:
+    import ray
+
+    state_dir = tempfile.mkdtemp(prefix="tpas-", dir="/tmp")  # short: Ray puts sockets under it
+    emu = EmulatedCluster.start(Plan((), 0), state_dir=state_dir, name="test-autoscale", autoscale=Autoscale(GROUPS))
+    pids = emu.pids()
+    try:
+        emu.connect()
+        yield emu
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        pids = sorted(set(pids) | set(emu.pids()))
+        leftover = emu.stop()
+        assert leftover == []
+        assert [p for p in pids if psutil.pid_exists(p)] == []
+
+
+@pytest.fixture(autouse=True)
+def from_zero(cluster: EmulatedCluster) -> Iterator[None]:
+    """Each test starts with every group at zero replicas and every tier available."""
+    assert slices.slice_inventory() == []
+    yield
+    cluster.set_unavailable([])
+    for spec in ProviderRecord.load(cluster.state_dir).slices:
+        cluster.kill_host(spec.name, 0)  # the provider then removes the whole slice
+    deadline = time.monotonic() + 60
+    while ProviderRecord.load(cluster.state_dir).slices or slices.slice_inventory():
+        assert time.monotonic() < deadline, "slices still up 60 s after their hosts were taken away"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("autoscale")
+    data.write_synthetic(str(root / "data"), rows=2 * V6E.hosts * BATCH * STEPS, fmt="parquet", files=2)
+    return root
+
+
+def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: Any) -> tuple[int, dict, str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "ray_apps.train",
+        "--device=emulated",
+        f"--accelerator-type={V6E.ray_accelerator_type}",
+        f"--topology={V6E.topology}",
+        f"--hosts-per-slice={V6E.hosts}",
+        f"--chips-per-host={V6E.chips_per_host}",
+        f"--fallback-shapes={step_of(V5E).to_flag()}",
+        f"--steps={STEPS}",
+        "--checkpoint-every=2",
+        f"--batch-size={BATCH}",
+        f"--data-uri={workdir / 'data'}",
+        f"--storage-uri={workdir / 'runs'}",
+        f"--run-name={run_name}",
+        *[f"--{k.replace('_', '-')}={v}" for k, v in flags.items()],
+    ]
+    env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(train.RESULT_PREFIX)]
+    assert lines, output[-4000:]
+    return done.returncode, json.loads(lines[-1][len(train.RESULT_PREFIX) :]), output
+
+
+def test_with_spot_out_of_capacity_the_autoscaler_scales_a_v6e_slice_on_demand_and_the_job_trains_there(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    cluster.set_unavailable([("v6e-8", "spot")])
+    code, result, output = run_driver(cluster, workdir, "spot-out", slice_deadline_s=90)
+    assert code == 0, output[-4000:]
+    got = result["capacity"]
+    assert (got["step"], got["shape"], got["slices"], got["tier"]) == (
+        1,
+        "TPU-V6E:2x4:2:4",
+        [f"{V6E_GROUP}-0"],
+        "on-demand",
+    )
+    assert {(p["slice"], p["tpu_worker_id"], p["pod_type"]) for p in result["placements"]} == {
+        (f"{V6E_GROUP}-0", "0", "v6e-8"),
+        (f"{V6E_GROUP}-0", "1", "v6e-8"),
+    }
+    assert result["final_step"] == STEPS
+    started = ProviderRecord.load(cluster.state_dir)
+    assert [(s.name, s.tier, s.market_type) for s in started.slices] == [(f"{V6E_GROUP}-0", "on-demand", "on-demand")]
+
+
+def test_with_no_v6e_capacity_the_job_trains_on_the_v5e_slice_the_autoscaler_scaled_from_zero(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    cluster.set_unavailable([("v6e-8", "*")])
+    code, result, output = run_driver(cluster, workdir, "generation-out", slice_deadline_s=15)
+    assert code == 0, output[-4000:]
+    got = result["capacity"]
+    assert (got["step"], got["shape"], got["slices"], got["tier"]) == (
+        2,
+        "TPU-V5LITEPOD:2x4:2:4",
+        [f"{V5E_GROUP}-0"],
+        "on-demand",
+    )
+    assert [(t["granted"], t["seen"]) for t in got["tried"]][0] == (False, "no slice of this shape came up")
+    assert {(p["slice"], p["pod_type"]) for p in result["placements"]} == {(f"{V5E_GROUP}-0", "v5litepod-8")}
+    assert result["final_step"] == STEPS
+    record = ProviderRecord.load(cluster.state_dir)
+    assert {r["group"] for r in record.refused} >= {V6E_GROUP}
+    assert [s.name for s in record.slices] == [f"{V5E_GROUP}-0"]
+
+
+def test_with_no_capacity_anywhere_the_job_fails_at_its_deadline_naming_every_step(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    cluster.set_unavailable([("v6e-8", "*"), ("v5litepod-8", "*")])
+    started = time.monotonic()
+    code, result, _ = run_driver(cluster, workdir, "nothing", slice_deadline_s=5)
+    assert code == 1
+    assert time.monotonic() - started < 120
+    error = result["error"]
+    assert error.startswith("ChainExhaustedError: no step of the capacity chain gave 1 whole free slice(s) within 5 s")
+    assert (
+        "step 1: TPU-V6E 2x4 (2 hosts x 4 chips): no whole free slice within 5.0 s; no slice of this shape came up"
+        in (error)
+    )
+    assert (
+        "step 2: TPU-V5LITEPOD 2x4 (2 hosts x 4 chips): no whole free slice within 5.0 s; "
+        "no slice of this shape came up" in error
+    )
+    record = ProviderRecord.load(cluster.state_dir)
+    assert {r["group"] for r in record.refused} == {V6E_GROUP, V5E_GROUP}
+    assert record.slices == []
