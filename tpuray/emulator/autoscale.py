@@ -34,13 +34,15 @@ autoscaler v2 (see docs/capacity.md, section 4).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuray.emulator.plan import SliceSpec, TpuGroup
+from tpuray import capacity
+from tpuray.emulator.plan import SliceSpec, TpuGroup, tpu_groups
 from tpuray.emulator.state import HostRecord
+from tpuray.mockrun import StackRun
 
 CONFIG_FILE = "autoscaling.json"
 CAPACITY_FILE = "capacity.json"  # (pod type, tier) pairs out of capacity; written by tests
@@ -59,10 +61,11 @@ class Autoscale:
 
     groups: tuple[TpuGroup, ...]
     idle_timeout_s: float = 60.0  # KubeRay's default idleTimeoutSeconds
-    from_zero: bool = True  # every group starts with no replica (minReplicas 0)
 
-    def min_slices(self, group: TpuGroup) -> int:
-        return 0 if self.from_zero else group.start_slices
+
+def autoscale_for(run: StackRun, idle_timeout_s: float = 60.0) -> Autoscale:
+    """Every TPU worker group the stack renders, as Ray's autoscaler would scale it on GKE."""
+    return Autoscale(tuple(tpu_groups(run)), idle_timeout_s)
 
 
 def head_env() -> dict[str, str]:
@@ -73,14 +76,14 @@ def head_env() -> dict[str, str]:
     }
 
 
-def node_type(group: TpuGroup, host_cpus: int, min_slices: int) -> dict[str, Any]:
+def node_type(group: TpuGroup, host_cpus: int) -> dict[str, Any]:
     """A worker group as KubeRay's autoscaling config describes it (per host)."""
     shape = group.shape
     return {
         "resources": {"CPU": host_cpus, "TPU": shape.chips_per_host, f"TPU-{shape.pod_type}-head": 1},
         "labels": {},
         "node_config": {},
-        "min_workers": min_slices * shape.hosts,
+        "min_workers": group.min_slices * shape.hosts,
         "max_workers": group.max_slices * shape.hosts,
     }
 
@@ -93,7 +96,7 @@ def autoscaling_config(
         g.name: {"template": SliceSpec(g.name, g.pool, g.shape, "").as_json(), "tiers": [t.key for t in g.tiers]}
         for g in spec.groups
     }
-    types = {g.name: node_type(g, host_cpus, spec.min_slices(g)) for g in spec.groups}
+    types = {g.name: node_type(g, host_cpus) for g in spec.groups}
     types[HEAD_NODE_TYPE] = {"resources": {"CPU": host_cpus}, "node_config": {}, "max_workers": 0}
     empty: dict[str, Any] = {}
     return {
@@ -160,6 +163,13 @@ def unavailable(state_dir: str | Path) -> set[tuple[str, str]]:
 
 def has_capacity(pod_type: str, tier: str, out: set[tuple[str, str]]) -> bool:
     return (pod_type, tier) not in out and (pod_type, "*") not in out
+
+
+def first_tier_with_capacity(
+    tiers: Sequence[capacity.Tier], pod_type: str, out: set[tuple[str, str]]
+) -> capacity.Tier | None:
+    """Where GKE puts a replica: the first priority of the shape's ComputeClass with capacity."""
+    return next((t for t in tiers if has_capacity(pod_type, t.key, out)), None)
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,7 @@ class TpuGroup:
     # ComputeClass whose TPU type and topology are the group's, in order (docs/capacity.md).
     tiers: tuple[capacity.Tier, ...] = ()
     start_slices: int = 1  # replicas: the slices KubeRay creates at start (0 for a fallback shape)
+    min_slices: int = 0  # minReplicas: the autoscaler never scales the group below it
 
 
 def class_tiers(classes: dict[str, dict[str, Any]], name: str | None, shape: catalog.SliceShape) -> tuple:
@@ -180,6 +181,7 @@ def tpu_groups(run: StackRun) -> list[TpuGroup]:
                     max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
                     tiers=class_tiers(classes, selector.get(labels.COMPUTE_CLASS), shape),
                     start_slices=int(group.get("replicas", 1)),
+                    min_slices=int(group.get("minReplicas", 0)),
                 )
             )
     return groups

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuray import capacity
-from tpuray.emulator.autoscale import PROVIDER_FILE, ProviderRecord, has_capacity, unavailable
+from tpuray.emulator.autoscale import PROVIDER_FILE, ProviderRecord, first_tier_with_capacity, unavailable
 from tpuray.emulator.plan import SliceSpec
 from tpuray.emulator.state import HostRecord
 
@@ -72,7 +72,7 @@ class SliceProvider(_provider_base()):  # type: ignore[misc]
         with self.lock:
             for _ in range(replicas):
                 out = unavailable(self._state_dir)
-                tier = next((t for t in tiers if has_capacity(template.shape.pod_type, t.key, out)), None)
+                tier = first_tier_with_capacity(tiers, template.shape.pod_type, out)
                 if tier is None:
                     self._record.refused.append({"group": group, "at": time.time(), "tiers": [t.key for t in tiers]})
                     self._save()
