@@ -9,11 +9,19 @@ the new gang running (every rank of attempt 1 recorded its placement on the v5e 
 run's own placement files). The target is D + 30 s: the driver waits D on the empty step, then
 JaxTrainer must have the gang placed within 30 s.
 
+With --autoscale, the same from zero with Ray's own autoscaler (tpuray/emulator/autoscale.py):
+groups v6e 2x4 (tiers spot, on-demand) and v5e 2x4 (on-demand) start with no replica, every
+trial starts from zero, and two faults are measured, each from the driver's start to every rank
+of attempt 1 placed:
+- tier: Spot of v6e has no capacity; GKE's step puts the replica the autoscaler asks for on
+  on-demand (no deadline of ours: the scale-up is the wait);
+- shape: no v6e capacity at all; the driver waits D on v6e, then the autoscaler scales v5e.
+
 Serve is not measured here: its fallback is Ray's fallback_strategy on one replica actor,
 which Ray resolves at scheduling time with no deadline of ours.
 
 Prints the figures (median, min, max) and writes them as JSON. Usage:
-    .venv/bin/python benchmarks/bench_chain.py [--trials 3] [--deadline 10]
+    .venv/bin/python benchmarks/bench_chain.py [--trials 3] [--deadline 10] [--autoscale]
         [--out /tmp/tpuray-bench-chain.json]
 """
 
@@ -50,18 +58,29 @@ def _step(shape: catalog.SliceShape) -> str:
     return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host).to_flag()
 
 
-def train_trial(cluster: EmulatedCluster, workdir: Path, index: int, deadline_s: float) -> float:
+def train_trial(
+    cluster: EmulatedCluster,
+    workdir: Path,
+    index: int,
+    deadline_s: float,
+    chain: tuple[catalog.SliceShape, catalog.SliceShape] = (V6E, V5E),
+    expect: str | None = None,
+) -> float:
+    """Seconds from the driver's start to every rank of attempt 1 placed on pod type `expect`
+    (default: the chain's second shape)."""
+    first, fallback = chain
+    expect = expect or fallback.pod_type
     run_name = f"chain-{index}"
     argv = [
         sys.executable,
         "-m",
         "ray_apps.train",
         "--device=emulated",
-        f"--accelerator-type={V6E.ray_accelerator_type}",
-        f"--topology={V6E.topology}",
-        f"--hosts-per-slice={V6E.hosts}",
-        f"--chips-per-host={V6E.chips_per_host}",
-        f"--fallback-shapes={_step(V5E)}",
+        f"--accelerator-type={first.ray_accelerator_type}",
+        f"--topology={first.topology}",
+        f"--hosts-per-slice={first.hosts}",
+        f"--chips-per-host={first.chips_per_host}",
+        f"--fallback-shapes={_step(fallback)}",
         f"--slice-deadline-s={deadline_s:g}",
         f"--steps={STEPS}",
         "--checkpoint-every=1",
@@ -77,8 +96,8 @@ def train_trial(cluster: EmulatedCluster, workdir: Path, index: int, deadline_s:
     try:
         while True:
             placed = [p for p in train.read_placements(run_uri) if p["attempt"] == 1]
-            if len(placed) == V5E.hosts:
-                assert {p["pod_type"] for p in placed} == {V5E.pod_type}, placed
+            if len(placed) == first.hosts:
+                assert {p["pod_type"] for p in placed} == {expect}, placed
                 return max(p["time"] for p in placed) - start
             if proc.poll() is not None:
                 raise RuntimeError(f"the driver exited ({proc.returncode}) before the gang was placed")
@@ -94,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--deadline", type=float, default=10.0, help="--slice-deadline-s of the driver")
     p.add_argument("--out", default=DEFAULT_OUT)
+    p.add_argument("--autoscale", action="store_true", help="from zero, with Ray's autoscaler")
     args = p.parse_args(argv)
+    if args.autoscale:
+        return autoscaled(args)
 
     workdir = Path(tempfile.mkdtemp(prefix="tpuray-bench-chain-"))
     data.write_synthetic(str(workdir / "data"), rows=V5E.hosts * BATCH * STEPS, fmt="parquet", files=2)
@@ -123,6 +145,56 @@ def main(argv: list[str] | None = None) -> int:
         f"(min {min(seconds):.1f}, max {max(seconds):.1f}, {len(seconds)} trials; "
         f"target {args.deadline + 30:g} s = deadline + 30 s; load {os.getloadavg()[0]:.1f})"
     )
+    write_results(results, Path(args.out))
+    return 0
+
+
+def autoscaled(args: argparse.Namespace) -> int:
+    from tpuray import capacity
+    from tpuray.emulator import TpuGroup
+    from tpuray.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
+    from tpuray.emulator.plan import Plan
+
+    v6e, v5e = catalog.lookup("v6e", "2x4", "ct6e-standard-4t"), catalog.lookup("v5e", "2x4", "ct5lp-hightpu-4t")
+    groups = (
+        TpuGroup("train-v6e-8", "train", v6e, 1, (capacity.SPOT, capacity.ON_DEMAND), 0),
+        TpuGroup("train-v5litepod-8", "train", v5e, 1, (capacity.ON_DEMAND,), 0),
+    )
+    faults = {"tier": ([("v6e-8", "spot")], v6e.pod_type), "shape": ([("v6e-8", "*")], v5e.pod_type)}
+    workdir = Path(tempfile.mkdtemp(prefix="tpuray-bench-chain-"))
+    data.write_synthetic(str(workdir / "data"), rows=v6e.hosts * BATCH * STEPS, fmt="parquet", files=2)
+    state_dir = tempfile.mkdtemp(prefix="tpbc-", dir="/tmp")
+    cluster = EmulatedCluster.start(Plan((), 0), state_dir=state_dir, name="bench-chain", autoscale=Autoscale(groups))
+    seconds: dict[str, list[float]] = {name: [] for name in faults}
+    runs = 0
+    try:
+        for _ in range(args.trials):
+            for name, (out, expect) in faults.items():
+                cluster.set_unavailable(out)
+                got = train_trial(cluster, workdir, runs, args.deadline, (v6e, v5e), expect)
+                runs += 1
+                seconds[name].append(round(got, 2))
+                cluster.set_unavailable([])
+                request_scale_to_zero(cluster.state_dir)
+                while ProviderRecord.load(cluster.state_dir).slices:
+                    time.sleep(0.5)
+                time.sleep(5)  # Ray marks the removed hosts dead
+    finally:
+        cluster.stop()
+    results: dict[str, Any] = {
+        "benchmark": "chain-autoscaled",
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_1m": os.getloadavg()[0]},
+        "deadline_s": args.deadline,
+        "train_seconds": seconds,
+        "train_median_s": {name: statistics.median(v) for name, v in seconds.items()},
+        "target_s": args.deadline + 30,
+    }
+    for name, values in seconds.items():
+        print(
+            f"train, from zero, {name} out of capacity -> gang placed: median {statistics.median(values):.1f} s "
+            f"(min {min(values):.1f}, max {max(values):.1f}, {len(values)} trials; target {args.deadline + 30:g} s; "
+            f"load {os.getloadavg()[0]:.1f})"
+        )
     write_results(results, Path(args.out))
     return 0
 

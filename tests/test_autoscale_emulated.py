@@ -6,7 +6,7 @@ start with no replica, as the rendered groups of a stack with a cross-generation
 - train-v6e-8: v6e 2x4 (2 hosts x 4 chips), ComputeClass tiers spot then on-demand;
 - train-v5litepod-8: v5e 2x4 (2 hosts x 4 chips), on-demand: the chain's fallback shape.
 Small shapes keep the hosts few (at most 2 running at a time). Every test starts with no slice:
-each one that ran is taken away afterwards (a preemption of all its hosts).
+every group is scaled back to zero after each test.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Any
 import psutil
 import pytest
 
-from ray_apps import data, slices, train
+from ray_apps import checkpoints, data, model, slices, train
 from ray_apps.contracts import ShapeStep
 from tpuray import capacity, catalog
 from tpuray.emulator import EmulatedCluster, TpuGroup
-from tpuray.emulator.autoscale import Autoscale, ProviderRecord
+from tpuray.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
 from tpuray.emulator.plan import Plan
 
 pytestmark = pytest.mark.slow
@@ -41,6 +41,7 @@ GROUPS = (
     TpuGroup(V5E_GROUP, "train", V5E, max_slices=1, tiers=(capacity.ON_DEMAND,), start_slices=0),
 )
 STEPS, BATCH = 4, 16
+LONG_STEPS = 12  # the preemption test's run: still training when its slice is taken away
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -73,23 +74,22 @@ def from_zero(cluster: EmulatedCluster) -> Iterator[None]:
     assert slices.slice_inventory() == []
     yield
     cluster.set_unavailable([])
-    for spec in ProviderRecord.load(cluster.state_dir).slices:
-        cluster.kill_host(spec.name, 0)  # the provider then removes the whole slice
+    request_scale_to_zero(cluster.state_dir)  # every replica deleted, none recreated
     deadline = time.monotonic() + 60
     while ProviderRecord.load(cluster.state_dir).slices or slices.slice_inventory():
-        assert time.monotonic() < deadline, "slices still up 60 s after their hosts were taken away"
+        assert time.monotonic() < deadline, "slices still up 60 s after the groups were scaled to zero"
         time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("autoscale")
-    data.write_synthetic(str(root / "data"), rows=2 * V6E.hosts * BATCH * STEPS, fmt="parquet", files=2)
+    data.write_synthetic(str(root / "data"), rows=V6E.hosts * BATCH * LONG_STEPS, fmt="parquet", files=2)
     return root
 
 
-def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: Any) -> tuple[int, dict, str]:
-    argv = [
+def driver_argv(workdir: Path, run_name: str, steps: int = STEPS, **flags: Any) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "ray_apps.train",
@@ -99,7 +99,7 @@ def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: 
         f"--hosts-per-slice={V6E.hosts}",
         f"--chips-per-host={V6E.chips_per_host}",
         f"--fallback-shapes={step_of(V5E).to_flag()}",
-        f"--steps={STEPS}",
+        f"--steps={steps}",
         "--checkpoint-every=2",
         f"--batch-size={BATCH}",
         f"--data-uri={workdir / 'data'}",
@@ -107,12 +107,32 @@ def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: 
         f"--run-name={run_name}",
         *[f"--{k.replace('_', '-')}={v}" for k, v in flags.items()],
     ]
-    env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
-    output = done.stdout + done.stderr
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(train.RESULT_PREFIX)]
-    assert lines, output[-4000:]
-    return done.returncode, json.loads(lines[-1][len(train.RESULT_PREFIX) :]), output
+
+
+def driver_env(cluster: EmulatedCluster) -> dict[str, str]:
+    return {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+
+
+def result_of(stdout: str) -> dict[str, Any]:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(train.RESULT_PREFIX)]
+    assert lines, stdout[-4000:]
+    return json.loads(lines[-1][len(train.RESULT_PREFIX) :])
+
+
+def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: Any) -> tuple[int, dict, str]:
+    argv = driver_argv(workdir, run_name, **flags)
+    done = subprocess.run(argv, env=driver_env(cluster), cwd=REPO, capture_output=True, text=True, timeout=300)
+    return done.returncode, result_of(done.stdout + "\n" + done.stderr), done.stdout + done.stderr
+
+
+def wait_for(what: str, check: Any, proc: subprocess.Popen, timeout_s: float = 120) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (got := check()) or proc.poll() is not None:
+            assert got, f"the driver exited ({proc.returncode}) before {what}"
+            return got
+        time.sleep(0.5)
+    pytest.fail(f"no {what} after {timeout_s:.0f} s")
 
 
 def test_with_spot_out_of_capacity_the_autoscaler_scales_a_v6e_slice_on_demand_and_the_job_trains_there(
@@ -179,3 +199,50 @@ def test_with_no_capacity_anywhere_the_job_fails_at_its_deadline_naming_every_st
     record = ProviderRecord.load(cluster.state_dir)
     assert {r["group"] for r in record.refused} == {V6E_GROUP, V5E_GROUP}
     assert record.slices == []
+
+
+def test_a_spot_slice_preempted_mid_run_is_recreated_on_demand_and_the_job_resumes_there_without_a_duplicate_step(
+    cluster: EmulatedCluster, workdir: Path
+) -> None:
+    run_uri = str(workdir / "runs" / "preempted")
+    log = open(workdir / "preempted.log", "w+")  # noqa: SIM115 - closed below
+    argv = driver_argv(workdir, "preempted", LONG_STEPS, max_failures=2, slice_deadline_s=90)
+    proc = subprocess.Popen(argv, env=driver_env(cluster), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = wait_for(
+            "attempt 1 on both hosts",
+            lambda: (
+                len(placed := [p for p in train.read_placements(run_uri) if p["attempt"] == 1]) == V6E.hosts and placed
+            ),
+            proc,
+        )
+        wait_for("checkpoint 2", lambda: (latest := checkpoints.find_latest(run_uri)) and latest[1] >= 2, proc)
+        at_kill = checkpoints.find_latest(run_uri)
+        assert at_kill is not None
+        spot = first[0]["slice"]
+        cluster.set_unavailable([("v6e-8", "spot")])  # the preemption takes Spot's capacity with it
+        cluster.kill_host(spot, 1)
+        proc.wait(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.seek(0)
+        output = log.read()
+        log.close()
+    assert proc.returncode == 0, output[-4000:]
+    summary = result_of(output)
+    assert spot == f"{V6E_GROUP}-1"  # the group's second replica ever (the first test's was -0)
+    assert {p["slice"] for p in first} == {spot}
+    second = [p for p in summary["placements"] if p["attempt"] == 2]
+    assert sorted((p["slice"], p["tpu_worker_id"]) for p in second) == [
+        (f"{V6E_GROUP}-2", "0"),
+        (f"{V6E_GROUP}-2", "1"),
+    ]
+    assert [(s.name, s.tier) for s in ProviderRecord.load(cluster.state_dir).slices] == [
+        (f"{V6E_GROUP}-2", "on-demand")
+    ]
+    final = model.load_checkpoint(summary["checkpoint"])
+    assert [h["step"] for h in final.history] == list(range(1, LONG_STEPS + 1))
+    assert model.step_history_problems(final.history) == []
+    assert final.attempts[1]["resumed_from"] >= at_kill[1]

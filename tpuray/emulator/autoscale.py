@@ -23,8 +23,10 @@ What is modelled, and after which source:
   (pod type, tier) away. A replica no tier can take raises `NodeLaunchException`, which Ray's
   autoscaler records as a failed launch and retries on its next update, as a Pending pod
   waits for GKE;
-- preemption: a slice one of whose hosts died (`EmulatedCluster.kill_host`) is gone from the
-  provider at the autoscaler's next update, so pending demand scales a new replica.
+- preemption: a slice one of whose hosts died (`EmulatedCluster.kill_host`) is removed whole,
+  and recreated as KubeRay's operator recreates the pods of a group's replicas
+  (ray-project/kuberay docs/best-practice/worker-head-reconnection.md: a crashed worker "will
+  be relaunched immediately"), on the first tier that has capacity then, or as soon as one has.
 
 Not modelled: GKE's provisioning time (a slice starts in seconds), `capacityCheckWaitTimeSeconds`
 (an unavailable tier is skipped at once), KubeRay's operator (the provider plays it), and
@@ -47,6 +49,7 @@ from tpuray.mockrun import StackRun
 CONFIG_FILE = "autoscaling.json"
 CAPACITY_FILE = "capacity.json"  # (pod type, tier) pairs out of capacity; written by tests
 PROVIDER_FILE = "provider.json"  # the slices the provider started, and its refusals
+SCALE_TO_ZERO_FILE = "scale-to-zero"  # a request: delete every replica, recreate none
 HEAD_NODE_TYPE = "ray.head.default"
 PROVIDER_MODULE = "tpuray.emulator.slice_provider.SliceProvider"
 UPDATE_INTERVAL_S = 1  # AUTOSCALER_UPDATE_INTERVAL_S (Ray's default is 5)
@@ -152,6 +155,12 @@ def set_unavailable(state_dir: str | Path, pairs: Iterable[tuple[str, str]]) -> 
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"unavailable": sorted([list(p) for p in pairs])}))
     tmp.replace(path)
+
+
+def request_scale_to_zero(state_dir: str | Path) -> None:
+    """Ask the provider to delete every replica it runs (and recreate none); it removes the
+    request file once done."""
+    (Path(state_dir) / SCALE_TO_ZERO_FILE).write_text("")
 
 
 def unavailable(state_dir: str | Path) -> set[tuple[str, str]]:

@@ -9,27 +9,32 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from ray.autoscaler._private.fake_multi_node.node_provider import FakeMultiNodeProvider
+from ray.autoscaler.tags import TAG_RAY_USER_NODE_TYPE
+
 from tpuray import capacity
-from tpuray.emulator.autoscale import PROVIDER_FILE, ProviderRecord, first_tier_with_capacity, unavailable
+from tpuray.emulator.autoscale import (
+    PROVIDER_FILE,
+    SCALE_TO_ZERO_FILE,
+    ProviderRecord,
+    first_tier_with_capacity,
+    unavailable,
+)
 from tpuray.emulator.plan import SliceSpec
 from tpuray.emulator.state import HostRecord
 
 logger = logging.getLogger(__name__)
+OPERATOR_INTERVAL_S = 1.0
 
 
 # pragma: no mutate start (runs inside Ray's monitor process: covered by tests/test_autoscale_emulated.py)
-def _provider_base() -> type:
-    from ray.autoscaler._private.fake_multi_node.node_provider import FakeMultiNodeProvider
-
-    return FakeMultiNodeProvider
-
-
-class SliceProvider(_provider_base()):  # type: ignore[misc]
+class SliceProvider(FakeMultiNodeProvider):
     """Ray's fake multi-node provider, one whole slice per scale-up of a TPU worker group."""
 
     def __init__(self, provider_config: dict[str, Any], cluster_name: str) -> None:
@@ -44,14 +49,37 @@ class SliceProvider(_provider_base()):  # type: ignore[misc]
             for name, g in own["groups"].items()
         }
         self._record = ProviderRecord([], [], [])
+        self._counter: dict[str, int] = {}  # next replica index per group: names are never reused
+        self._to_replace: list[str] = []  # groups whose preempted replica waits for capacity
+        threading.Thread(target=self._operator, name="tpuray-operator", daemon=True).start()
 
-    # The autoscaler calls this once per update before anything else: drop preempted slices.
-    def non_terminated_nodes(self, tag_filters: dict[str, str]) -> list[str]:
-        with self.lock:
-            for name in sorted({n["slice"] for n in self._nodes.values() if "slice" in n and self._dead(n)}):
-                logger.info("tpuray: slice %s lost a host (preempted): removing the whole slice", name)
+    def _operator(self) -> None:
+        """KubeRay's operator keeps each group's replicas: it recreates a replica that lost a
+        pod, and GKE places it on the first tier with capacity (or it waits, Pending)."""
+        while True:
+            time.sleep(OPERATOR_INTERVAL_S)
+            with self.lock, contextlib.suppress(Exception):
+                self._reconcile()
+
+    def _reconcile(self) -> None:
+        request = Path(self._state_dir) / SCALE_TO_ZERO_FILE
+        if request.is_file():  # a test's clean slate: every replica deleted, none recreated
+            for name in sorted({n["slice"] for n in self._nodes.values() if "slice" in n}):
                 self._remove_slice(name)
-        return super().non_terminated_nodes(tag_filters)
+            self._to_replace.clear()
+            request.unlink()
+            return
+        for name in sorted({n["slice"] for n in self._nodes.values() if "slice" in n and self._dead(n)}):
+            group = next(n["tags"][TAG_RAY_USER_NODE_TYPE] for n in self._nodes.values() if n.get("slice") == name)
+            logger.info("tpuray: slice %s lost a host (preempted): the whole replica is recreated", name)
+            self._remove_slice(name)
+            self._to_replace.append(group)
+        for group in list(self._to_replace):
+            template, tiers = self._groups[group]
+            tier = first_tier_with_capacity(tiers, template.shape.pod_type, unavailable(self._state_dir))
+            if tier is not None:
+                self._to_replace.remove(group)
+                self._start_slice(group, template, tier)
 
     @staticmethod
     def _dead(entry: dict[str, Any]) -> bool:
@@ -62,12 +90,12 @@ class SliceProvider(_provider_base()):  # type: ignore[misc]
         self, node_config: dict[str, Any], tags: dict[str, str], count: int, resources: dict, labels: dict
     ) -> None:
         from ray.autoscaler.node_launch_exception import NodeLaunchException
-        from ray.autoscaler.tags import TAG_RAY_USER_NODE_TYPE
 
         group = tags[TAG_RAY_USER_NODE_TYPE]
         template, tiers = self._groups[group]
-        # `count` hosts asked for; a replica is a whole slice (KubeRay rounds the same way:
-        # any request for a group's hosts raises its replicas).
+        # `count` is in hosts (the autoscaler's nodes); a replica is a whole slice, so whole
+        # replicas, rounded up (KubeRay's v2 provider divides by numOfHosts the same way:
+        # ray/autoscaler/v2/instance_manager/cloud_providers/kuberay/cloud_provider.py).
         replicas = max(1, -(-count // template.shape.hosts))
         with self.lock:
             for _ in range(replicas):
@@ -91,14 +119,13 @@ class SliceProvider(_provider_base()):  # type: ignore[misc]
             TAG_RAY_NODE_KIND,
             TAG_RAY_NODE_NAME,
             TAG_RAY_NODE_STATUS,
-            TAG_RAY_USER_NODE_TYPE,
         )
 
         from tpuray.emulator.cluster import host_node_args, node_common_args
         from tpuray.emulator.processes import _environ, _records
 
-        used = {s.name for s in self._record.slices} | {n.get("slice") for n in self._nodes.values()}
-        index = next(i for i in range(len(used) + 1) if f"{group}-{i}" not in used)
+        index = self._counter.get(group, 0)
+        self._counter[group] = index + 1
         spec = replace(template, name=f"{group}-{index}", market_type=tier.market_type, tier=tier.key)
         logger.info("tpuray: starting slice %s on tier %s", spec.name, tier.key)
         for worker in range(spec.shape.hosts):
