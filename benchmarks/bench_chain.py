@@ -16,6 +16,8 @@ of attempt 1 placed:
 - tier: Spot of v6e has no capacity; GKE's step puts the replica the autoscaler asks for on
   on-demand (no deadline of ours: the scale-up is the wait);
 - shape: no v6e capacity at all; the driver waits D on v6e, then the autoscaler scales v5e.
+D must cover a scale-up (here about 12 s for a 2-host slice; on GKE, minutes): with a shorter
+one the driver gives up on a shape whose slice is still starting (`--deadline 30` is used).
 
 Serve is not measured here: its fallback is Ray's fallback_strategy on one replica actor,
 which Ray resolves at scheduling time with no deadline of ours.
@@ -43,7 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
-from ray_apps import data, train  # noqa: E402
+from ray_apps import data, slices, train  # noqa: E402
 from ray_apps.contracts import ShapeStep  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
@@ -92,7 +94,8 @@ def train_trial(
     env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
     run_uri = str(workdir / "runs" / run_name)
     start = time.time()
-    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = open(workdir / f"{run_name}.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     try:
         while True:
             placed = [p for p in train.read_placements(run_uri) if p["attempt"] == 1]
@@ -100,12 +103,15 @@ def train_trial(
                 assert {p["pod_type"] for p in placed} == {expect}, placed
                 return max(p["time"] for p in placed) - start
             if proc.poll() is not None:
-                raise RuntimeError(f"the driver exited ({proc.returncode}) before the gang was placed")
+                raise RuntimeError(
+                    f"the driver exited ({proc.returncode}) before the gang was placed; see {workdir / run_name}.log"
+                )
             if time.time() - start > deadline_s + 300:
                 raise TimeoutError("no gang on the fallback shape within the deadline + 300 s")
             time.sleep(0.1)
     finally:
         proc.wait(timeout=300)
+        log.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,6 +174,7 @@ def autoscaled(args: argparse.Namespace) -> int:
     seconds: dict[str, list[float]] = {name: [] for name in faults}
     runs = 0
     try:
+        cluster.connect()
         for _ in range(args.trials):
             for name, (out, expect) in faults.items():
                 cluster.set_unavailable(out)
@@ -176,10 +183,14 @@ def autoscaled(args: argparse.Namespace) -> int:
                 seconds[name].append(round(got, 2))
                 cluster.set_unavailable([])
                 request_scale_to_zero(cluster.state_dir)
-                while ProviderRecord.load(cluster.state_dir).slices:
+                # Until Ray too has marked the removed hosts dead: a driver that saw them alive
+                # would take a slice that is gone.
+                while ProviderRecord.load(cluster.state_dir).slices or slices.slice_inventory():
                     time.sleep(0.5)
-                time.sleep(5)  # Ray marks the removed hosts dead
     finally:
+        import ray
+
+        ray.shutdown()
         cluster.stop()
     results: dict[str, Any] = {
         "benchmark": "chain-autoscaled",

@@ -12,6 +12,8 @@ The package, in the order data flows through it:
 - `cluster`: `EmulatedCluster`, the running head and hosts (in-process or attached);
 - `launcher`: `tpuray local up`'s detached launcher (`python -m tpuray.emulator launch`);
 - `status`: finding a running cluster again and what its slices hold.
+- `autoscale` and `slice_provider`: Ray's own autoscaler starting whole slices for pending
+  demand, on the first ComputeClass tier with capacity (`EmulatedCluster.start(autoscale=...)`).
 
 Two ways to run it:
 - in-process (`EmulatedCluster.start(plan, detach=False)`, tests): the raylets share the
@@ -24,6 +26,7 @@ Two ways to run it:
 Shapes come from tpuray.catalog only (via the stack config's `.shape`).
 """
 
+from tpuray.emulator.autoscale import Autoscale, autoscale_for
 from tpuray.emulator.cluster import BASE_ENV, IMAGE_SITE, EmulatedCluster, ProgressFn
 from tpuray.emulator.launcher import launch_detached
 from tpuray.emulator.plan import (
@@ -56,6 +59,7 @@ from tpuray.emulator.state import (
 from tpuray.emulator.status import find, running_state_dirs, status_data
 
 __all__ = [
+    "Autoscale",
     "BASE_ENV",
     "DEFAULT_ROOT",
     "HEAD_MEMORY_BYTES",
@@ -74,6 +78,7 @@ __all__ = [
     "ProgressFn",
     "SliceSpec",
     "TpuGroup",
+    "autoscale_for",
     "default_max_hosts",
     "find",
     "kill_processes",

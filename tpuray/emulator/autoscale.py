@@ -76,6 +76,7 @@ def head_env() -> dict[str, str]:
         "RAY_FAKE_CLUSTER": "1",  # FakeMultiNodeProvider refuses to start without it
         "AUTOSCALER_UPDATE_INTERVAL_S": str(UPDATE_INTERVAL_S),
         "RAY_OVERRIDE_NODE_ID_FOR_TESTING": FAKE_HEAD_NODE_ID,
+        "RAY_CLOUD_INSTANCE_ID": FAKE_HEAD_NODE_ID,
     }
 
 

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 OPERATOR_INTERVAL_S = 1.0
 
 
-# pragma: no mutate start (runs inside Ray's monitor process: covered by tests/test_autoscale_emulated.py)
+# Runs inside Ray's monitor process: covered by tests/test_autoscale_emulated.py.
 class SliceProvider(FakeMultiNodeProvider):
     """Ray's fake multi-node provider, one whole slice per scale-up of a TPU worker group."""
 
@@ -130,7 +130,13 @@ class SliceProvider(FakeMultiNodeProvider):
         logger.info("tpuray: starting slice %s on tier %s", spec.name, tier.key)
         for worker in range(spec.shape.hosts):
             node_id = self._next_hex_node_id()
-            env = {**spec.host_env(worker), "RAY_OVERRIDE_NODE_ID_FOR_TESTING": node_id}
+            # The node id and cloud instance id tie the raylet to this provider node (as the fake
+            # provider does).
+            env = {
+                **spec.host_env(worker),
+                "RAY_OVERRIDE_NODE_ID_FOR_TESTING": node_id,
+                "RAY_CLOUD_INSTANCE_ID": node_id,
+            }
             args = host_node_args(spec, worker, self._host_cpus, node_common_args(self._ray_dir))
             params = ray._private.parameter.RayParams(
                 **args, gcs_address=self._gcs_address, redis_address=self._gcs_address, env_vars=env
@@ -183,6 +189,3 @@ class SliceProvider(FakeMultiNodeProvider):
             )
         )
         tmp.replace(path)
-
-
-# pragma: no mutate end
