@@ -40,6 +40,8 @@ GROUPS = (
     TpuGroup(V6E_GROUP, "train", V6E, max_slices=1, tiers=(capacity.SPOT, capacity.ON_DEMAND), start_slices=0),
     TpuGroup(V5E_GROUP, "train", V5E, max_slices=1, tiers=(capacity.ON_DEMAND,), start_slices=0),
 )
+# Ray's autoscaler v1 (the default); TPURAY_AUTOSCALER_VERSION=2 runs the module under v2.
+VERSION = int(os.environ.get("TPURAY_AUTOSCALER_VERSION", "1"))
 STEPS, BATCH = 4, 16
 LONG_STEPS = 12  # the preemption test's run: still training when its slice is taken away
 REPO = Path(__file__).resolve().parent.parent
@@ -54,7 +56,9 @@ def cluster() -> Iterator[EmulatedCluster]:
     import ray
 
     state_dir = tempfile.mkdtemp(prefix="tpas-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(Plan((), 0), state_dir=state_dir, name="test-autoscale", autoscale=Autoscale(GROUPS))
+    emu = EmulatedCluster.start(
+        Plan((), 0), state_dir=state_dir, name="test-autoscale", autoscale=Autoscale(GROUPS, version=VERSION)
+    )
     pids = emu.pids()
     try:
         emu.connect()

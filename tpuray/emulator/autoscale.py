@@ -64,15 +64,18 @@ class Autoscale:
 
     groups: tuple[TpuGroup, ...]
     idle_timeout_s: float = 60.0  # KubeRay's default idleTimeoutSeconds
+    version: int = 1  # Ray's autoscaler: 1 (StandardAutoscaler, the default) or 2 (opt-in)
 
 
-def autoscale_for(run: StackRun, idle_timeout_s: float = 60.0) -> Autoscale:
+def autoscale_for(run: StackRun, idle_timeout_s: float = 60.0, version: int = 1) -> Autoscale:
     """Every TPU worker group the stack renders, as Ray's autoscaler would scale it on GKE."""
-    return Autoscale(tuple(tpu_groups(run)), idle_timeout_s)
+    return Autoscale(tuple(tpu_groups(run)), idle_timeout_s, version)
 
 
-def head_env() -> dict[str, str]:
+def head_env(version: int = 1) -> dict[str, str]:
+    v2 = {"RAY_enable_autoscaler_v2": "1"} if version == 2 else {}  # ray/cluster_utils.py AutoscalingCluster
     return {
+        **v2,
         "RAY_FAKE_CLUSTER": "1",  # FakeMultiNodeProvider refuses to start without it
         "AUTOSCALER_UPDATE_INTERVAL_S": str(UPDATE_INTERVAL_S),
         "RAY_OVERRIDE_NODE_ID_FOR_TESTING": FAKE_HEAD_NODE_ID,
@@ -117,6 +120,8 @@ def autoscaling_config(
             "disable_launch_config_check": True,
             "gcs_address": gcs_address,
             "head_node_id": FAKE_HEAD_NODE_ID,
+            # v2 launches a request's nodes in one call (as AutoscalingCluster configures it).
+            "launch_multiple": spec.version == 2,
             "tpuray": {
                 "state_dir": state_dir,
                 "ray_dir": ray_dir,

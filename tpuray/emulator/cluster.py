@@ -221,7 +221,7 @@ class EmulatedCluster:
                 fate_share=not detach,
             )
             head_args["autoscaling_config"] = str(write_config(config, state.state_dir))
-            head_env = autoscale_head_env()
+            head_env = autoscale_head_env(autoscale.version)
         with _environ(base):
             # shutdown_at_exit=False turns off Ray's fate-sharing: the detached cluster must
             # outlive the launcher. In-process we want the opposite, so no stray raylets
