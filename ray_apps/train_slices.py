@@ -27,7 +27,8 @@ from typing import Any
 
 from ray.train.v2._internal.execution.callback import WorkerGroupCallback
 
-from ray_apps import slices
+from ray_apps import chain, slices
+from ray_apps.contracts import ShapeStep
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +62,13 @@ class SliceGuardCallback(WorkerGroupCallback):
     def before_worker_group_start(self, worker_group_context: Any) -> None:
         self._release()
         avoid = self.placed_on[-1] if self.placed_on else []
+        num_slices = int(getattr(worker_group_context, "num_slices", 1) or 1)
+        self._wait_with_demand(num_slices)
         fence = slices.fence_all_but_free_slices(
             self.topology,
             hosts=self.hosts_per_slice,
             chips_per_host=self.chips_per_host,
-            num_slices=int(getattr(worker_group_context, "num_slices", 1) or 1),
+            num_slices=num_slices,
             accelerator_type=self.accelerator_type,
             avoid=avoid,
             deadline_s=self.deadline_s,
@@ -80,6 +83,21 @@ class SliceGuardCallback(WorkerGroupCallback):
             fence.waited_s,
         )
         print(f"tpuray slice guard: start {len(self.placed_on)} keeps {fence.kept} fences {fence.fenced}", flush=True)
+
+    def _wait_with_demand(self, num_slices: int) -> None:
+        """Until the shape has `num_slices` whole free slices, ask Ray for their heads, so an
+        autoscaler scales a replica when the one a restart needs is gone (autoscaler v2 deletes
+        a preempted replica instead of waiting for it to come back: docs/capacity.md). The
+        demand is given back before the fence, so the gang's own placement group can take the
+        head. Past the deadline: ChainExhaustedError, a SliceUnavailableError."""
+        step = ShapeStep(self.accelerator_type, self.topology, self.hosts_per_slice, self.chips_per_host)
+        chain.walk(
+            [step],
+            num_slices=num_slices,
+            deadline_s=self.deadline_s,
+            inventory=slices.slice_inventory,
+            demand=chain.RayHeadDemand(),
+        )
 
     def _release(self) -> None:
         if self._fence is not None:
