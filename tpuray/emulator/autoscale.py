@@ -2,10 +2,11 @@
 
 `EmulatedCluster.start(plan, autoscale=Autoscale(groups))` starts the head with an
 autoscaling config built here (`autoscaling_config`). Ray's monitor process on the head then
-runs Ray's autoscaler (v1, `ray/autoscaler/_private/autoscaler.py` StandardAutoscaler, what
-KubeRay runs unless autoscaler v2 is turned on) against `slice_provider.SliceProvider`, a subclass of Ray's
-`FakeMultiNodeProvider` (`ray/autoscaler/_private/fake_multi_node/node_provider.py`,
-pinned Ray 2.60.0), loaded as an `external` provider.
+runs Ray's autoscaler (v1 by default, `ray/autoscaler/_private/autoscaler.py`
+StandardAutoscaler; `Autoscale(version=2)` turns on v2, `ray/autoscaler/v2/`) against
+`slice_provider.SliceProvider`, a subclass of Ray's `FakeMultiNodeProvider`
+(`ray/autoscaler/_private/fake_multi_node/node_provider.py`, pinned Ray 2.60.0), loaded as an
+`external` provider.
 
 What is modelled, and after which source:
 - node types are the rendered TPU worker groups, as KubeRay's autoscaling config makes them
@@ -29,8 +30,8 @@ What is modelled, and after which source:
   be relaunched immediately"), on the first tier that has capacity then, or as soon as one has.
 
 Not modelled: GKE's provisioning time (a slice starts in seconds), `capacityCheckWaitTimeSeconds`
-(an unavailable tier is skipped at once), KubeRay's operator (the provider plays it), and
-autoscaler v2 (see docs/capacity.md, section 4).
+(an unavailable tier is skipped at once), KubeRay's operator and its RayCluster `replicas` (the
+provider plays them); docs/capacity.md, section 4, has the whole list.
 """
 
 from __future__ import annotations
