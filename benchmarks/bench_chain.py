@@ -19,7 +19,7 @@ of attempt 1 placed:
 D must cover a scale-up (here about 12 s for a 2-host slice; on GKE, minutes): with a shorter
 one the driver gives up on a shape whose slice is still starting (`--deadline 30` is used).
 
-Serve is not measured here: its fallback is Ray's fallback_strategy on one replica actor,
+Serve is measured by benchmarks/bench_serve_chain.py: its fallback is Ray's fallback_strategy on one replica actor,
 which Ray resolves at scheduling time with no deadline of ours.
 
 Prints the figures (median, min, max) and writes them as JSON. Usage:
