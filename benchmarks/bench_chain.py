@@ -19,8 +19,8 @@ of attempt 1 placed:
 D must cover a scale-up (here about 12 s for a 2-host slice; on GKE, minutes): with a shorter
 one the driver gives up on a shape whose slice is still starting (`--deadline 30` is used).
 
-Serve is measured by benchmarks/bench_serve_chain.py: its fallback is Ray's fallback_strategy on one replica actor,
-which Ray resolves at scheduling time with no deadline of ours.
+Serve is measured by benchmarks/bench_serve_chain.py: its fallback is Ray's fallback_strategy
+on one replica actor, which Ray resolves at scheduling time with no deadline of ours.
 
 Prints the figures (median, min, max) and writes them as JSON. Usage:
     .venv/bin/python benchmarks/bench_chain.py [--trials 3] [--deadline 10] [--autoscale]
