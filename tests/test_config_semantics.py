@@ -5,20 +5,25 @@ check is in test_config_checks.py (the same dev-stack edits)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.test_config_checks import DEV, pool, rename
+from tpuray import capacity
 from tpuray.config import (
+    CapacityTier,
     ConfigError,
     parse_stack_config,
     pulumi_config_map,
+    read_stack_file,
     resolve_stack_file,
     stack_files,
     stack_name,
     stack_names,
+    tier_order,
 )
 
 V6E_TOPOLOGIES = "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
@@ -133,3 +138,51 @@ def test_a_price_below_one_dollar_is_accepted() -> None:
     raw = copy.deepcopy(DEV)
     raw["prices"] = {"v6e": {"spot": 0.5}}
     assert parse_stack_config(raw, "dev").prices == {"v6e": {"spot": 0.5}}
+
+
+def test_a_price_of_zero_is_accepted() -> None:
+    raw = copy.deepcopy(DEV)
+    raw["prices"] = {"v6e": {"spot": 0}}
+    assert parse_stack_config(raw, "dev").prices == {"v6e": {"spot": 0}}
+
+
+def test_prices_after_an_unknown_generation_are_still_checked() -> None:
+    assert errors(lambda c: c.update(prices={"v6": {"spot": 1.0}, "v6e": {"spot": -0.5}})) == [
+        "tpuray:prices.v6: 'v6' is not a TPU generation; valid: v4, v5e, v5p, v6e, tpu7x",
+        "tpuray:prices.v6e.spot: -0.5 is invalid; a price per chip-hour is >= 0 (USD)",
+    ]
+
+
+def test_an_unknown_key_shows_a_non_string_value_as_json() -> None:
+    assert errors(lambda c: pool(c).update(spto=True)) == [
+        "tpuray:slicePools[0].spto: unknown key (value true); check the spelling in docs/configuration.md"
+    ]
+
+
+def test_an_unused_terraform_reservation_lists_every_reservation_the_tiers_use() -> None:
+    tf = {"backend": "local", "path": "tests/fixtures/terraform/foundation.tfstate"}
+    lines = errors(
+        lambda c: (
+            c.update(terraform={**tf, "outputs": {"reservations": {"dev-res": "res_name"}}}),
+            pool(c).update(capacity=[{"reservation": "b-res"}, {"reservation": "a-res"}]),
+        )
+    )
+    assert lines == [
+        "tpuray:terraform.outputs.reservations.dev-res: no capacity tier uses reservation 'dev-res'; valid: a-res, b-res"
+    ]
+
+
+def test_a_stack_file_key_with_two_colons_keeps_the_second_in_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text("config:\n  tpuray:gcp:zones: [us-east5-b]\n  aws:region: us-east-1\n")
+    assert read_stack_file(path) == {"gcp:zones": ["us-east5-b"]}
+
+
+def test_a_tier_added_to_the_table_only_is_read_from_its_config_key_and_ordered_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    queued = dataclasses.replace(capacity.ON_DEMAND, key="queued", config_key="queuedProvisioning", field="queued")
+    monkeypatch.setattr(capacity, "TIERS", [*capacity.TIERS, queued])
+    assert [t.key for t in tier_order()] == ["spot", "reservation", "on-demand", "flex-start", "queued"]
+    step = CapacityTier.model_validate({"queuedProvisioning": True})
+    assert (step.value(queued), step.kinds()) == (True, [queued])
