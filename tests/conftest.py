@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import CodeType, ModuleType
 
 import pytest
 
@@ -66,6 +68,57 @@ def _fresh_caches_under_mutmut() -> None:
         from tpuray import catalog
 
         catalog.all_shapes.cache_clear()
+
+
+@functools.cache
+def _module_code(path: str) -> CodeType:
+    return compile(Path(path).read_text(), path, "exec")
+
+
+def _rebuild_rules(module: ModuleType) -> None:
+    """Run `module`'s source again in a scratch namespace and copy each new Rule's fields onto
+    the Rule objects of `module.RULES`, in place: every holder of those objects (the pack's
+    RULES and RULES_BY_NAME, evaluate, a test's module-level constant) then sees the rule as
+    built by the code now active. The module's own globals are left alone (rules_stack's
+    dataclasses keep their identity)."""
+    import builtins
+
+    from tpuray.policies.core import Rule
+
+    namespace = {"__name__": module.__name__, "__file__": module.__file__, "__builtins__": builtins}
+    namespace["__package__"] = module.__package__
+    exec(_module_code(str(module.__file__)), namespace)
+    built: tuple[Rule, ...] = namespace["RULES"]
+    for rule, rebuilt in zip(module.RULES, built, strict=True):
+        for f in dataclasses.fields(Rule):
+            object.__setattr__(rule, f.name, getattr(rebuilt, f.name))
+
+
+@pytest.fixture(autouse=True)
+def _rules_rebuilt_under_mutmut() -> None:
+    """The policy rules are built into `RULES` when their modules are imported (each module's
+    `_rule` helper, rules_security's `_cluster` wrapper), which in mutmut's forked run happened
+    with the original code, and while recording, outside any test. Under mutmut each test
+    therefore rebuilds them first: every rules module while recording (so each test is
+    recorded as calling `_rule`), only the mutated module under a mutant. Outside mutmut
+    nothing happens."""
+    run = os.environ.get("MUTANT_UNDER_TEST", "")
+    if not _under_mutmut():
+        return
+    import tpuray.policies as pack
+
+    modules = [m for m in vars(pack).values() if isinstance(m, ModuleType) and m.__name__.startswith(_RULES_PREFIX)]
+    if run != "stats":
+        modules = [m for m in modules if run.rpartition(".")[0] == m.__name__]
+    for module in modules:
+        _rebuild_rules(module)
+    if modules:
+        pack.RULES_BY_NAME.clear()
+        pack.RULES_BY_NAME.update({r.name: r for r in pack.RULES})
+        assert len(pack.RULES_BY_NAME) == len(pack.RULES), "rule names must be unique"
+
+
+_RULES_PREFIX = "tpuray.policies.rules_"
 
 
 def mocked(stack: str) -> StackRun:

@@ -21,7 +21,7 @@ from tpuray.policies.analyzer import (
     analyze,
     load_config_file,
 )
-from tpuray.policies.core import UNKNOWN, Resource, Unknown, plain
+from tpuray.policies.core import ADVISORY, MANDATORY, UNKNOWN, Resource, Unknown, plain
 from tpuray.policies.evaluate import check_manifests as check
 from tpuray.policies.kube import CLUSTER_TYPE, NODE_POOL_TYPE, RayClusterSpec, as_int, generation_of_accelerator, get
 from tpuray.policies.kube import groups as kube_groups
@@ -138,6 +138,45 @@ def test_plain_turns_unknown_list_items_into_unknown() -> None:
 def test_stack_rules_and_resource_rules_are_told_apart() -> None:
     assert RULES_BY_NAME["spot-has-fallback"].is_stack is True
     assert RULES_BY_NAME["tpu-image"].is_stack is False
+
+
+def test_the_topology_rules_are_the_seven_that_judge_slice_shapes() -> None:
+    assert sorted(name for name, rule in RULES_BY_NAME.items() if rule.topology) == [
+        "compute-class-tpu-shape",
+        "serve-tpu-topology",
+        "tpu-chips-per-host",
+        "tpu-node-pool-slice-shape",
+        "tpu-node-selectors",
+        "tpu-num-of-hosts",
+        "tpu-topology-provided",
+    ]
+
+
+def test_only_the_gke_and_node_pool_rules_stay_off_plain_manifests() -> None:
+    assert sorted(name for name, rule in RULES_BY_NAME.items() if not rule.kubernetes) == [
+        "compute-class-node-service-account",
+        "gke-binary-authorization",
+        "gke-control-plane-access",
+        "gke-dataplane-v2",
+        "gke-maintenance-window",
+        "gke-no-legacy-abac",
+        "gke-node-service-account",
+        "gke-private-nodes",
+        "gke-secrets-encryption",
+        "gke-shielded-nodes",
+        "gke-workload-identity",
+        "ray-namespace-pod-security",
+        "ray-network-policies",
+        "tpu-node-pool-slice-shape",
+        "tpu-topology-provided",
+    ]
+
+
+def test_every_rule_is_mandatory_by_default_except_the_field_version_advice() -> None:
+    levels = {name: rule.level for name, rule in RULES_BY_NAME.items()}
+    assert len(levels) == 43
+    assert {name for name, level in levels.items() if level is not MANDATORY} == {"kuberay-field-version"}
+    assert levels["kuberay-field-version"] is ADVISORY
 
 
 # ---------------------------------------------------------------------------- kube readers
