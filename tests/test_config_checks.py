@@ -125,6 +125,13 @@ CASES: list[tuple[str, Edit, str]] = [
      "tpuray:workloads.interactive.slices: workloads on pool 'v6e-serve-dev' need 2 slices "
      "(tpuray:workloads.interactive.slices, tpuray:workloads.serve.replicas) but the pool has 1; raise slicePools "
      "'v6e-serve-dev'.slices or move a workload to another pool"),
+    ("autoscaled serve beyond its pool", lambda c: c["workloads"]["serve"].update(autoscaling={"minReplicas": 1, "maxReplicas": 2}),
+     "tpuray:workloads.serve.autoscaling.maxReplicas: workloads on pool 'v6e-serve-dev' need 2 slices "
+     "(tpuray:workloads.serve.autoscaling.maxReplicas) but the pool has 1; raise slicePools 'v6e-serve-dev'.slices or "
+     "move a workload to another pool"),
+    ("token secret that is not a secret reference", lambda c: c["workloads"]["serve"].update(hfTokenSecret="hf-token"),
+     "tpuray:workloads.serve.hfTokenSecret: 'hf-token' is invalid; name a Secret Manager secret, "
+     "projects/PROJECT/secrets/NAME[/versions/N|latest], never the token"),
     ("checkpoint backend without a checkpoint", lambda c: c["workloads"]["serve"].pop("checkpointUri"),
      "tpuray:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run"),
     ("serve backend not one of two", lambda c: c["workloads"]["serve"].update(backend="vllm"),
@@ -166,6 +173,27 @@ CASES: list[tuple[str, Edit, str]] = [
      lambda c: c.update(terraform={**TF_LOCAL, "outputs": {"reservations": {"dev-res": "res_name"}}}),
      "tpuray:terraform.outputs.reservations.dev-res: no capacity tier uses reservation 'dev-res'; valid: none: no "
      "capacity tier names a reservation"),
+    # ------------------------------------------------------------------ hardening, network, versions
+    ("binary authorization with an image not pinned by digest",
+     lambda c: c["cluster"].update(binaryAuthorization={"enforce": True}),
+     "tpuray:ray.image: 'rayproject/ray:2.60.0-py312-tpu' is not pinned by digest; Binary Authorization in enforce "
+     "mode admits the project's images by digest: use <image>@sha256:<64 hex digits>"),
+    ("maintenance window under four hours",
+     lambda c: c["cluster"].update(maintenance={"window": {
+         "start": "2026-01-03T04:00:00Z", "end": "2026-01-03T06:00:00Z", "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU"}}),
+     "tpuray:cluster.maintenance.window: 2026-01-03T04:00:00Z to 2026-01-03T06:00:00Z is shorter than 4 hours; GKE "
+     "needs at least 4 contiguous hours: move end later"),
+    ("admin network open to everyone", lambda c: c["workloads"].update(adminCidrs=["0.0.0.0/0"]),
+     "tpuray:workloads.adminCidrs[0]: '0.0.0.0/0' opens the Ray dashboard to everyone; list your admin networks"),
+    ("gateway proxy subnet that is not a CIDR block",
+     lambda c: c["workloads"]["serve"].update(gateway={
+         "className": "gke-l7-rilb", "hostname": "serve.ml.acme.internal", "tls": {"certificateManager": ["x"]},
+         "proxyOnlySubnetCidr": "10.129.0.0/33"}),
+     "tpuray:workloads.serve.gateway.proxyOnlySubnetCidr: '10.129.0.0/33' is not a CIDR block ('10.129.0.0/33' does "
+     "not appear to be an IPv4 or IPv6 network); e.g. 10.128.0.0/16"),
+    ("control plane version below the floor", lambda c: c["cluster"].update(minMasterVersion="1.20.0-gke.1"),
+     "tpuray:cluster.minMasterVersion: '1.20.0-gke.1' is below 1.33.3-gke.1136000, the first GKE version with "
+     "ComputeClass nodePoolAutoCreation without cluster-level node auto-provisioning; raise it or leave it unset"),
     ("codeUri was replaced by bundleUri", lambda c: c["workloads"].update(codeUri="gs://acme-ml-dev-ray/tpuray-apps.zip"),
      "tpuray:workloads.codeUri: was replaced by tpuray:workloads.bundleUri (gs://BUCKET[/PREFIX]); the zip is named "
      "by its content hash: see docs/apps.md"),

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from conftest import STACKS, mocked
 
+from tests.test_policy_branches import MESSAGES
 from tpuray.policies import RULES, RULES_BY_NAME
 from tpuray.policies.analyzer import (
     InProcessAnalyzer,
@@ -80,6 +81,7 @@ def test_good_kubernetes_fixtures_raise_no_violation() -> None:
 def test_bad_kubernetes_fixture_fires_exactly_its_rule(rule: str) -> None:
     violations = check([str(FIXTURES / "bad" / f"{rule}.yaml")], "prod", "2.60.0", [])
     assert fired(violations) == {rule}
+    assert [v.message for v in violations] == MESSAGES[f"rule-file/{rule}"]
 
 
 @pytest.mark.parametrize("rule", BAD)
@@ -100,6 +102,7 @@ def test_good_stack_fixture_raises_no_violation() -> None:
 def test_bad_stack_fixture_fires_exactly_its_rule(rule: str) -> None:
     violations = analyze_stack_fixture(FIXTURES / "stack" / f"bad-{rule}.yaml")
     assert fired(violations) == {rule}
+    assert [v.message for v in violations] == MESSAGES[f"stack-file/{rule}"]
 
 
 def test_stack_rule_violation_is_attributed_to_the_resource_it_blames() -> None:
@@ -176,7 +179,9 @@ def test_branch_fixture_fires_the_rules_its_header_names(case: str) -> None:
     first, second = path.read_text().splitlines()[:2]
     expected = set(first.removeprefix("# branch fixture: fires ").split(", "))
     assert case.split("--")[0] in expected and second.startswith("# mirrors ")
-    assert fired(check([str(path)], "prod", "2.60.0", [])) == expected
+    violations = check([str(path)], "prod", "2.60.0", [])
+    assert fired(violations) == expected
+    assert [v.message for v in violations] == MESSAGES[f"branch/{case}"]
 
 
 def test_every_branch_fixture_names_an_existing_rule() -> None:
