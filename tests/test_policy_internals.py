@@ -26,6 +26,7 @@ from tpuray.policies.evaluate import check_manifests as check
 from tpuray.policies.kube import CLUSTER_TYPE, NODE_POOL_TYPE, RayClusterSpec, as_int, generation_of_accelerator, get
 from tpuray.policies.kube import groups as kube_groups
 from tpuray.policies.manifests import ManifestError, load
+from tpuray.policies.rules_computeclass import _tpu_shape, _when_unsatisfiable
 from tpuray.policies.rules_podsecurity import expanded_pods
 from tpuray.policies.rules_security import _private_nodes
 from tpuray.policies.rules_stack import _spot_has_fallback
@@ -315,3 +316,47 @@ def test_misshapen_ray_clusters_name_the_field(tmp_path: Path, spec: str, proble
 def test_a_spec_that_is_not_a_mapping_is_named(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"\(Service/a\): spec is list \"\['a'\]\", expected a mapping"):
         _load(tmp_path, "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: [a]\n")
+
+
+# ---------------------------------------------------------------------------- ComputeClass rules
+
+COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
+
+
+def _compute_class(priorities: list[dict[str, Any]], **spec: Any) -> Resource:
+    props = {"kind": "ComputeClass", "metadata": {"name": "v6e"}, "spec": {"priorities": priorities, **spec}}
+    return Resource(COMPUTE_CLASS, "cc", props)
+
+
+def test_every_tpu_priority_of_a_compute_class_is_judged_after_a_bad_one() -> None:
+    priorities = [
+        {"tpu": {"type": 5, "topology": "2x4", "count": 4}},
+        {"tpu": {"type": "tpu-v6e-slice", "topology": 7, "count": 4}},
+        {"tpu": {"type": "tpu-v6e-slice", "topology": "2x4", "count": 2}},
+        {"tpu": {"type": "tpu-v6e-slice", "topology": "4x4", "count": 4}, "machineType": "ct6e-standard-8t"},
+        {"tpu": {"type": "tpu-v6", "topology": "4x4", "count": 4}},
+    ]
+    assert list(_tpu_shape(_compute_class(priorities), {})) == [
+        "ComputeClass/v6e: spec.priorities[0].tpu.type is 5, not a GKE TPU accelerator: use e.g. tpu-v6e-slice",
+        "ComputeClass/v6e: spec.priorities[1].tpu.topology is 7; valid for tpu-v6e-slice: 1x1, 2x2, 2x4, 4x4, 4x8, "
+        "8x8, 8x16, 16x16",
+        "ComputeClass/v6e: spec.priorities[2].tpu.count is 2; count is chips per node and a v6e 2x4 node has 8 or 4: "
+        "set count to that",
+        "ComputeClass/v6e: spec.priorities[3].machineType is 'ct6e-standard-8t' but v6e 4x4 with 4 chips per node "
+        "runs on ct6e-standard-4t: set machineType: ct6e-standard-4t",
+        "ComputeClass/v6e: spec.priorities[4].tpu.type is 'tpu-v6', not a GKE TPU accelerator: use e.g. tpu-v6e-slice",
+    ]
+
+
+def test_an_unknown_when_unsatisfiable_is_named_in_the_message() -> None:
+    assert list(_when_unsatisfiable(_compute_class([], whenUnsatisfiable="Sometimes"), {})) == [
+        "ComputeClass/v6e: spec.whenUnsatisfiable is 'Sometimes'; its default changed between GKE versions "
+        "(ScaleUpAnyway, now DoNotScaleUp): set DoNotScaleUp (or ScaleUpAnyway) explicitly"
+    ]
+
+
+def test_a_tpu_priority_after_one_without_tpu_is_still_judged() -> None:
+    priorities = [{"spot": True}, {"tpu": {"type": "tpu-v6", "topology": "4x4", "count": 4}}]
+    assert list(_tpu_shape(_compute_class(priorities), {})) == [
+        "ComputeClass/v6e: spec.priorities[1].tpu.type is 'tpu-v6', not a GKE TPU accelerator: use e.g. tpu-v6e-slice"
+    ]
