@@ -79,3 +79,9 @@ def test_check_help_names_every_argument_and_its_default(monkeypatch, capsys) ->
         "  --allow-image PATTERN\n"
         "                        an extra allowed TPU image (glob), e.g. 'vllm/vllm-tpu:*'\n"
     )
+
+
+def test_check_keeps_every_allow_image_given(capsys) -> None:
+    bad = str(BAD / "tpu-image.yaml")  # a TPU worker on rayproject/ray:2.60.0-py312, not a TPU image
+    assert main(["check", bad, "--allow-image", "vllm/vllm-tpu:*", "--allow-image", "rayproject/ray:2.60.0-py312"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "0 violation(s), 0 mandatory"

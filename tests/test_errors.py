@@ -58,3 +58,9 @@ def test_no_library_module_imports_the_cli() -> None:
             ):
                 importers.append(str(path.relative_to(TPURAY)))
     assert importers == []
+
+
+def test_a_config_errors_text_is_its_lines_one_per_line() -> None:
+    assert str(errors.ConfigError(["tpuray:gcp.project: missing", "tpuray:ray.python: '3.12' is invalid"])) == (
+        "tpuray:gcp.project: missing\ntpuray:ray.python: '3.12' is invalid"
+    )
