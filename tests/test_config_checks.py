@@ -129,9 +129,10 @@ CASES: list[tuple[str, Edit, str]] = [
      "tpuray:workloads.serve.autoscaling.maxReplicas: workloads on pool 'v6e-serve-dev' need 2 slices "
      "(tpuray:workloads.serve.autoscaling.maxReplicas) but the pool has 1; raise slicePools 'v6e-serve-dev'.slices or "
      "move a workload to another pool"),
-    ("token secret that is not a secret reference", lambda c: c["workloads"]["serve"].update(hfTokenSecret="hf-token"),
-     "tpuray:workloads.serve.hfTokenSecret: 'hf-token' is invalid; name a Secret Manager secret, "
-     "projects/PROJECT/secrets/NAME[/versions/N|latest], never the token"),
+    ("token secret on the checkpoint backend",
+     lambda c: c["workloads"]["serve"].update(hfTokenSecret="projects/acme-ml-dev/secrets/hf-token"),
+     "tpuray:workloads.serve.hfTokenSecret: only the llm backend reads a Hugging Face token; the checkpoint "
+     "backend would never use it: remove it"),
     ("checkpoint backend without a checkpoint", lambda c: c["workloads"]["serve"].pop("checkpointUri"),
      "tpuray:workloads.serve.checkpointUri: missing; the checkpoint backend needs the URI of a training run"),
     ("serve backend not one of two", lambda c: c["workloads"]["serve"].update(backend="vllm"),

@@ -149,6 +149,13 @@ def test_a_plaintext_token_as_the_secret_is_rejected_without_echoing_it() -> Non
     assert TOKEN not in "".join(lines)
 
 
+def test_a_secret_name_that_is_not_a_secret_manager_reference_is_rejected() -> None:
+    assert errors(stack(hfTokenSecret="hf-token")) == [
+        "tpuray:workloads.serve.hfTokenSecret: 'hf-token' is invalid; name a Secret Manager secret, "
+        "projects/PROJECT/secrets/NAME[/versions/N|latest], never the token"
+    ]
+
+
 def test_a_plaintext_token_anywhere_in_the_serve_keys_is_rejected() -> None:
     assert errors(stack(engineKwargs={"hf_overrides": {"token": TOKEN}})) == [
         "tpuray:workloads.serve.engineKwargs.hf_overrides.token: holds a Hugging Face token in plain text; store it "
