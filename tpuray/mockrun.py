@@ -7,9 +7,12 @@ emulator all read these records: there is no second copy of any manifest.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
 import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +142,26 @@ class _LogCollector(logging.Handler):
         self.run.log.append((record.levelname.lower(), record.getMessage()))
 
 
+_LOOP_CLOSED_AT_EXIT: list[bool] = []  # registered once per process
+
+
+def _close_pulumis_event_loop() -> None:
+    """Close, at exit, the event loop the SDK made and left set on this thread
+    (pulumi/runtime/sync_await.py `_ensure_event_loop`; the SDK's Outputs need it while the
+    process runs more programs). Left open, interpreter shutdown collects it after its self-pipe
+    socket, and `BaseEventLoop.__del__` prints "Exception ignored ... Invalid file descriptor: -1"
+    with a traceback on stderr after a command that itself failed cleanly (seen once under load,
+    in `tpuray local run` without a cluster). atexit runs before that teardown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            return
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
+
+
 def run_stack(stack: str) -> StackRun:
     """Validate the stack's config, then run the program under mocks. Raises ConfigError."""
     name, path = resolve_stack_file(stack)
@@ -153,6 +176,9 @@ def run_stack(stack: str) -> StackRun:
     logger = logging.getLogger(f"tpuray.mockrun.{name}")
     logger.propagate = False
     logger.handlers[:] = [_LogCollector(run)]
+    if not _LOOP_CLOSED_AT_EXIT:
+        atexit.register(_close_pulumis_event_loop)
+        _LOOP_CLOSED_AT_EXIT.append(True)
     pulumi.runtime.set_mocks(
         _RecordingMocks(config.gcp.project, run), project=PROJECT, stack=name, preview=True, logger=logger
     )
