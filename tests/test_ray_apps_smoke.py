@@ -131,6 +131,8 @@ def test_serve_health_route_reports_the_model_step(served: str) -> None:
         "backend": "checkpoint",
         "model_id": "tpuray-mlp",
         "model_step": 20,
+        # A plain local Ray node has no slice labels: the replica is on no slice of the chain.
+        "placement": {"slice": None, "generation": None, "tier": None, "fallback": False},
     }
 
 

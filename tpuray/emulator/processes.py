@@ -11,7 +11,6 @@ import contextlib
 import os
 import socket
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -58,20 +57,13 @@ def marked_processes(path: str) -> list[psutil.Process]:
     return _marked(path)
 
 
-def _running(proc: psutil.Process) -> bool:
-    """Alive and not a zombie (a killed process its parent has not reaped yet runs nothing)."""
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def kill_processes(procs: Sequence[psutil.Process], grace_s: float = 3.0, killed_s: float = 30.0) -> list[int]:
-    """SIGTERM, then SIGKILL what is left after `grace_s`. Returns the PIDs still running.
+    """SIGTERM, then SIGKILL what is left after `grace_s`. Returns the PIDs still there.
 
-    A SIGKILLed process cannot refuse, but it exits only once the kernel has torn down its
-    memory, which for a raylet or a Ray worker holding a JAX heap takes seconds on a loaded
-    machine (a demo at load 30 saw four of them outlive a 3 s wait): so wait up to `killed_s`."""
+    A SIGKILLed process cannot refuse, but it is gone only once the kernel has torn down its
+    memory and its parent has reaped it, which for a raylet or a Ray worker holding a JAX heap
+    takes seconds on a loaded machine (a demo at load 30 saw four outlive a 3 s wait): so wait
+    up to `killed_s` for them to disappear (psutil reaps the ones that are our children)."""
     procs = [p for p in procs if p.pid != os.getpid()]
     for proc in procs:
         with contextlib.suppress(psutil.Error):
@@ -80,10 +72,7 @@ def kill_processes(procs: Sequence[psutil.Process], grace_s: float = 3.0, killed
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    deadline = time.monotonic() + killed_s
-    while alive and time.monotonic() < deadline:
-        _, alive = psutil.wait_procs(alive, timeout=0.5)  # reaps the ones that are our children
-        alive = [p for p in alive if _running(p)]  # another parent's zombie is gone for good
+    _, alive = psutil.wait_procs(alive, timeout=killed_s)
     return [p.pid for p in alive]
 
 
