@@ -8,6 +8,7 @@ started, even when a test fails. Never `ray stop`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from ray_apps.runtime import use_loopback_only
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 
 def free_port() -> int:
@@ -85,3 +87,29 @@ def local_ray() -> Iterator[LocalRay]:
             else:
                 os.environ[k] = v
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def connected_emulator(specs: list[SliceSpec], prefix: str, name: str) -> Iterator[EmulatedCluster]:
+    """An in-process emulated cluster for one test module: started from `specs`, this process
+    connected to it; on exit Serve (if a test started it) and the connection are shut down,
+    every process the cluster started is stopped, and none of them is left."""
+    import psutil
+    import ray
+
+    state_dir = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # short: Ray puts sockets under it
+    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name=name)
+    pids = emu.pids()
+    try:
+        emu.connect()
+        yield emu
+    finally:
+        if ray.is_initialized():
+            from ray import serve
+
+            try:
+                serve.shutdown()
+            finally:
+                ray.shutdown()
+        assert emu.stop() == []
+        assert [p for p in pids if psutil.pid_exists(p)] == []

@@ -16,20 +16,19 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from ray_apps import chain, data, slices, train
 from ray_apps.contracts import ShapeStep
+from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.emulator import EmulatedCluster, SliceSpec
 
 pytestmark = pytest.mark.slow
 
@@ -46,25 +45,13 @@ def step_of(shape: catalog.SliceShape) -> ShapeStep:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    import ray
-
     specs = [
         SliceSpec(SPOT, "train", V6E, "spot", tier="spot"),
         SliceSpec(ON_DEMAND, "train", V6E, "on-demand", tier="on-demand"),
         SliceSpec(V5E_SLICE, "train", V5E, "on-demand", tier="on-demand"),
     ]
-    state_dir = tempfile.mkdtemp(prefix="tpch-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="test-chain")
-    pids = emu.pids()
-    try:
-        emu.connect()
+    with connected_emulator(specs, "tpch-", "test-chain") as emu:
         yield emu
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        leftover = emu.stop()
-        assert leftover == []
-        assert [p for p in pids if psutil.pid_exists(p)] == []
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +221,6 @@ def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_
     assert health.get("placement") == {"slice": V5E_SLICE, "generation": "v5e", "tier": "on-demand", "fallback": True}
     ray.shutdown()  # Serve's controller and replica are detached: they keep running
     status = status_data(cluster)
-    holders = {
-        (s["slice"], h["worker_id"]): h["holders"] for s in status["slices"] for h in s["hosts"] if h["holders"]
-    }
+    holders = {(s["slice"], h["worker_id"]): h["holders"] for s in status["slices"] for h in s["hosts"] if h["holders"]}
     replicas = [where for where, names in holders.items() if "ServeReplica:chain:checkpoint-model" in names]
     assert [name for name, _ in replicas] == [V5E_SLICE]

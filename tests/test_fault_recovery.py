@@ -18,19 +18,18 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import requests
 
 from ray_apps import checkpoints, data, model, serve, slices, train
+from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.emulator import EmulatedCluster, SliceSpec
 
 pytestmark = pytest.mark.slow
 
@@ -47,26 +46,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    import ray
-
     specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in SLICES]
-    state_dir = tempfile.mkdtemp(prefix="tpfr-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="test-fault-recovery")
-    pids = emu.pids()
-    try:
-        emu.connect()
+    with connected_emulator(specs, "tpfr-", "test-fault-recovery") as emu:
         yield emu
-    finally:
-        if ray.is_initialized():
-            from ray import serve as ray_serve
-
-            try:
-                ray_serve.shutdown()
-            finally:
-                ray.shutdown()
-        leftover = emu.stop()
-        assert leftover == []
-        assert [p for p in pids if psutil.pid_exists(p)] == []
 
 
 def driver_env(address: str) -> dict[str, str]:

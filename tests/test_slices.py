@@ -10,15 +10,14 @@ hold the host's TPU exactly as a running gang would, but start no process.
 from __future__ import annotations
 
 import random
-import tempfile
 import time
 from collections.abc import Iterator
 
-import psutil
 import pytest
 
+from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.emulator import EmulatedCluster, SliceSpec
 
 pytestmark = pytest.mark.slow
 
@@ -34,21 +33,10 @@ V5E_ANY = {"ray.io/accelerator-type": V5E.ray_accelerator_type}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    import ray
-
     specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in V6E_SLICES]
     specs.append(SliceSpec("v5e-od-0", "v5e-od", V5E, "on-demand"))
-    state_dir = tempfile.mkdtemp(prefix="tprs-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name="test-slices")
-    pids = emu.pids()
-    try:
-        emu.connect()
+    with connected_emulator(specs, "tprs-", "test-slices") as emu:
         yield emu
-    finally:
-        ray.shutdown()
-        leftover = emu.stop()
-        assert leftover == []
-        assert [p for p in pids if psutil.pid_exists(p)] == []
 
 
 @pytest.fixture
