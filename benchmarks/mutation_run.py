@@ -62,7 +62,13 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "diff": (["tpuray/diff.py"], ["tests/test_diff_units.py", "tests/test_exit_codes.py"]),
     "cli": (
         ["tpuray/cli.py", "tpuray/errors.py", "tpuray/commands/check.py", "tpuray/commands/preview.py"],
-        ["tests/test_exit_codes.py", "tests/test_errors.py", "tests/test_check.py", "tests/test_check_output.py"],
+        [
+            "tests/test_exit_codes.py",
+            "tests/test_errors.py",
+            "tests/test_check.py",
+            "tests/test_check_output.py",
+            "tests/test_cli_parser.py",
+        ],
     ),
 }
 
