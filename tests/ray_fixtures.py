@@ -15,11 +15,12 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from ray_apps.runtime import use_loopback_only
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.emulator import EmulatedCluster, Plan
 
 
 def free_port() -> int:
@@ -90,15 +91,16 @@ def local_ray() -> Iterator[LocalRay]:
 
 
 @contextlib.contextmanager
-def connected_emulator(specs: list[SliceSpec], prefix: str, name: str) -> Iterator[EmulatedCluster]:
-    """An in-process emulated cluster for one test module: started from `specs`, this process
-    connected to it; on exit Serve (if a test started it) and the connection are shut down,
-    every process the cluster started is stopped, and none of them is left."""
+def connected_emulator(plan: Plan, prefix: str, name: str, **start: Any) -> Iterator[EmulatedCluster]:
+    """An in-process emulated cluster for one test module: started from `plan` (with `start`'s
+    options, e.g. `autoscale=`), this process connected to it; on exit Serve (if a test started
+    it) and the connection are shut down, every process the cluster started (including hosts an
+    autoscaler added later) is stopped, and none of them is left."""
     import psutil
     import ray
 
     state_dir = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(plan_for(specs), state_dir=state_dir, name=name)
+    emu = EmulatedCluster.start(plan, state_dir=state_dir, name=name, **start)
     pids = emu.pids()
     try:
         emu.connect()
@@ -111,5 +113,6 @@ def connected_emulator(specs: list[SliceSpec], prefix: str, name: str) -> Iterat
                 serve.shutdown()
             finally:
                 ray.shutdown()
+        pids = sorted(set(pids) | set(emu.pids()))
         assert emu.stop() == []
         assert [p for p in pids if psutil.pid_exists(p)] == []

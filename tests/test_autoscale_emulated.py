@@ -15,17 +15,16 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from ray_apps import checkpoints, data, model, slices, train
 from ray_apps.contracts import ShapeStep
+from tests.ray_fixtures import connected_emulator
 from tpuray import capacity, catalog
 from tpuray.emulator import EmulatedCluster, TpuGroup
 from tpuray.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
@@ -53,23 +52,9 @@ def step_of(shape: catalog.SliceShape) -> ShapeStep:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    import ray
-
-    state_dir = tempfile.mkdtemp(prefix="tpas-", dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(
-        Plan((), 0), state_dir=state_dir, name="test-autoscale", autoscale=Autoscale(GROUPS, version=VERSION)
-    )
-    pids = emu.pids()
-    try:
-        emu.connect()
+    autoscale = Autoscale(GROUPS, version=VERSION)
+    with connected_emulator(Plan((), 0), "tpas-", "test-autoscale", autoscale=autoscale) as emu:
         yield emu
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        pids = sorted(set(pids) | set(emu.pids()))
-        leftover = emu.stop()
-        assert leftover == []
-        assert [p for p in pids if psutil.pid_exists(p)] == []
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from ray_apps import chain, data, slices, train
 from ray_apps.contracts import ShapeStep
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def cluster() -> Iterator[EmulatedCluster]:
         SliceSpec(ON_DEMAND, "train", V6E, "on-demand", tier="on-demand"),
         SliceSpec(V5E_SLICE, "train", V5E, "on-demand", tier="on-demand"),
     ]
-    with connected_emulator(specs, "tpch-", "test-chain") as emu:
+    with connected_emulator(plan_for(specs), "tpch-", "test-chain") as emu:
         yield emu
 
 

@@ -29,7 +29,7 @@ import requests
 from ray_apps import checkpoints, data, model, serve, slices, train
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
     specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in SLICES]
-    with connected_emulator(specs, "tpfr-", "test-fault-recovery") as emu:
+    with connected_emulator(plan_for(specs), "tpfr-", "test-fault-recovery") as emu:
         yield emu
 
 

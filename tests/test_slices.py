@@ -17,7 +17,7 @@ import pytest
 
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec
+from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ V5E_ANY = {"ray.io/accelerator-type": V5E.ray_accelerator_type}
 def cluster() -> Iterator[EmulatedCluster]:
     specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in V6E_SLICES]
     specs.append(SliceSpec("v5e-od-0", "v5e-od", V5E, "on-demand"))
-    with connected_emulator(specs, "tprs-", "test-slices") as emu:
+    with connected_emulator(plan_for(specs), "tprs-", "test-slices") as emu:
         yield emu
 
 

@@ -142,9 +142,6 @@ class _LogCollector(logging.Handler):
         self.run.log.append((record.levelname.lower(), record.getMessage()))
 
 
-_LOOP_CLOSED_AT_EXIT: list[bool] = []  # registered once per process
-
-
 def _close_pulumis_event_loop() -> None:
     """Close, at exit, the event loop the SDK made and left set on this thread
     (pulumi/runtime/sync_await.py `_ensure_event_loop`; the SDK's Outputs need it while the
@@ -162,6 +159,9 @@ def _close_pulumis_event_loop() -> None:
         loop.close()
 
 
+atexit.register(_close_pulumis_event_loop)  # once per process that may run a program
+
+
 def run_stack(stack: str) -> StackRun:
     """Validate the stack's config, then run the program under mocks. Raises ConfigError."""
     name, path = resolve_stack_file(stack)
@@ -176,9 +176,6 @@ def run_stack(stack: str) -> StackRun:
     logger = logging.getLogger(f"tpuray.mockrun.{name}")
     logger.propagate = False
     logger.handlers[:] = [_LogCollector(run)]
-    if not _LOOP_CLOSED_AT_EXIT:
-        atexit.register(_close_pulumis_event_loop)
-        _LOOP_CLOSED_AT_EXIT.append(True)
     pulumi.runtime.set_mocks(
         _RecordingMocks(config.gcp.project, run), project=PROJECT, stack=name, preview=True, logger=logger
     )
