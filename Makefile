@@ -22,13 +22,14 @@ demo: venv
 	$(BIN)/tpuray demo dev
 
 # Every test, measuring branch coverage; tests/coverage_gate.py then holds tpuray/policies/ at
-# 100 % and tpuray/config.py at >= 95 % and names any line no test reaches. Two xdist workers,
-# one whole test file at a time (a module's emulated cluster starts once); the emulated
-# clusters wait on Ray more than they compute, so two of them share the 2 cores well. Tests
-# that start Serve use free ports, never Serve's default 8000.
+# 100 % and tpuray/config.py at >= 95 % and names any line no test reaches. Two xdist workers
+# (one per core: the suite keeps both busy, and four took as long), one whole test file at a
+# time (a module's emulated cluster starts once), the longest files first (tests/ordering.py)
+# so that neither worker ends alone on a long one. Tests that start Serve use free ports,
+# never Serve's default 8000.
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --cov --cov-report=
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --cov --cov-report=
 	$(BIN)/python tests/coverage_gate.py
 
 # Everything that needs no Ray cluster (tests not marked slow): the inner loop, about a minute

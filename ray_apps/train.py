@@ -467,8 +467,11 @@ def run(args: TrainArgs) -> dict[str, Any]:
 
     from ray_apps import data as data_lib
     from ray_apps import model as m
+    from ray_apps import train_slices
 
     args.validate()
+    if args.device != "cpu" and (problems := train_slices.one_vm_problems(args.chain())):
+        raise ValueError("; ".join(problems))  # before any slice is reserved
     # A local cluster needs logical CPUs beyond the Train workers, or the Ray Data read
     # tasks that feed them never get scheduled (2 workers on a 2-core machine hang).
     ensure_ray(args.address, num_cpus=max(os.cpu_count() or 1, args.num_workers + 2))

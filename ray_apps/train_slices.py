@@ -33,6 +33,31 @@ from ray_apps.contracts import ShapeStep
 logger = logging.getLogger(__name__)
 
 
+def one_vm_problems(steps: list[ShapeStep]) -> list[str]:
+    """The chain's multi-host shapes that Ray's SlicePlacementGroup reserves as one VM, asked
+    of Ray itself: JaxTrainer creates it with no `chips_per_vm`
+    (ray/train/v2/_internal/execution/worker_group/worker_group.py), so Ray takes the chips
+    per host from the topology (`get_chips_per_host`: v5e and v6e 1x1, 2x2 and 2x4 are one
+    VM). A 2-host v6e 2x4 slice then gets no slice-name gang label and its two workers may
+    land on two slices: a gang that hangs instead of failing. tpuray's config refuses such a
+    train pool (catalog.SliceShape.ray_reads_as_one_host); this is the same check where the
+    job runs, for a hand-written entrypoint."""
+    from ray._private.accelerators.tpu import get_chips_per_host
+    from ray.util.tpu import get_tpu_version_from_type
+
+    problems = []
+    for step in steps:
+        version = get_tpu_version_from_type(step.accelerator_type)
+        ray_chips = get_chips_per_host(step.topology, version)
+        if step.hosts_per_slice > 1 and ray_chips != step.chips_per_host:
+            problems.append(
+                f"{step.describe()}: Ray's SlicePlacementGroup reserves {step.topology} as one {ray_chips}-chip VM, "
+                f"so the {step.hosts_per_slice} workers of the gang could land on different slices; use the one-VM "
+                f"machine type of {step.topology} or a topology of more than {ray_chips} chips"
+            )
+    return problems
+
+
 class SliceGuardCallback(WorkerGroupCallback):
     def __init__(
         self,

@@ -3,9 +3,11 @@
 One autoscaled emulated cluster for the module: a head whose monitor runs Ray's autoscaler
 against tpuray's slice provider (tpuray/emulator/autoscale.py), and two TPU worker groups that
 start with no replica, as the rendered groups of a stack with a cross-generation fallback:
-- train-v6e-8: v6e 2x4 (2 hosts x 4 chips), ComputeClass tiers spot then on-demand;
-- train-v5litepod-8: v5e 2x4 (2 hosts x 4 chips), on-demand: the chain's fallback shape.
-Small shapes keep the hosts few (at most 2 running at a time). Every test starts with no slice:
+- train-v5p-16: v5p 2x2x2 (2 hosts x 4 chips), ComputeClass tiers spot then on-demand;
+- train-v4-16: v4 2x2x2 (2 hosts x 4 chips), on-demand: the chain's fallback shape.
+Small shapes keep the hosts few (at most 2 running at a time). Not v6e or v5e 2x4 on 4-chip
+VMs: Ray's SlicePlacementGroup reads those as one VM, so ray_apps.train refuses them
+(catalog.SliceShape.ray_reads_as_one_host). Every test starts with no slice:
 every group is scaled back to zero after each test.
 """
 
@@ -32,12 +34,12 @@ from tpuray.emulator.plan import Plan
 
 pytestmark = pytest.mark.slow
 
-V6E = catalog.lookup("v6e", "2x4", "ct6e-standard-4t")
-V5E = catalog.lookup("v5e", "2x4", "ct5lp-hightpu-4t")
-V6E_GROUP, V5E_GROUP = "train-v6e-8", "train-v5litepod-8"
+V5P = catalog.lookup("v5p", "2x2x2")
+V4 = catalog.lookup("v4", "2x2x2")
+V5P_GROUP, V4_GROUP = "train-v5p-16", "train-v4-16"
 GROUPS = (
-    TpuGroup(V6E_GROUP, "train", V6E, max_slices=1, tiers=(capacity.SPOT, capacity.ON_DEMAND), start_slices=0),
-    TpuGroup(V5E_GROUP, "train", V5E, max_slices=1, tiers=(capacity.ON_DEMAND,), start_slices=0),
+    TpuGroup(V5P_GROUP, "train", V5P, max_slices=1, tiers=(capacity.SPOT, capacity.ON_DEMAND), start_slices=0),
+    TpuGroup(V4_GROUP, "train", V4, max_slices=1, tiers=(capacity.ON_DEMAND,), start_slices=0),
 )
 # Ray's autoscaler v1 (the default); TPURAY_AUTOSCALER_VERSION=2 runs the module under v2.
 VERSION = int(os.environ.get("TPURAY_AUTOSCALER_VERSION", "1"))
@@ -73,7 +75,7 @@ def from_zero(cluster: EmulatedCluster) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("autoscale")
-    data.write_synthetic(str(root / "data"), rows=V6E.hosts * BATCH * LONG_STEPS, fmt="parquet", files=2)
+    data.write_synthetic(str(root / "data"), rows=V5P.hosts * BATCH * LONG_STEPS, fmt="parquet", files=2)
     return root
 
 
@@ -83,11 +85,11 @@ def driver_argv(workdir: Path, run_name: str, steps: int = STEPS, **flags: Any) 
         "-m",
         "ray_apps.train",
         "--device=emulated",
-        f"--accelerator-type={V6E.ray_accelerator_type}",
-        f"--topology={V6E.topology}",
-        f"--hosts-per-slice={V6E.hosts}",
-        f"--chips-per-host={V6E.chips_per_host}",
-        f"--fallback-shapes={step_of(V5E).to_flag()}",
+        f"--accelerator-type={V5P.ray_accelerator_type}",
+        f"--topology={V5P.topology}",
+        f"--hosts-per-slice={V5P.hosts}",
+        f"--chips-per-host={V5P.chips_per_host}",
+        f"--fallback-shapes={step_of(V4).to_flag()}",
         f"--steps={steps}",
         "--checkpoint-every=2",
         f"--batch-size={BATCH}",
@@ -124,53 +126,53 @@ def wait_for(what: str, check: Any, proc: subprocess.Popen, timeout_s: float = 1
     pytest.fail(f"no {what} after {timeout_s:.0f} s")
 
 
-def test_with_spot_out_of_capacity_the_autoscaler_scales_a_v6e_slice_on_demand_and_the_job_trains_there(
+def test_with_spot_out_of_capacity_the_autoscaler_scales_a_v5p_slice_on_demand_and_the_job_trains_there(
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
-    cluster.set_unavailable([("v6e-8", "spot")])
+    cluster.set_unavailable([("v5p-16", "spot")])
     code, result, output = run_driver(cluster, workdir, "spot-out", slice_deadline_s=90)
     assert code == 0, output[-4000:]
     got = result["capacity"]
     assert (got["step"], got["shape"], got["slices"], got["tier"]) == (
         1,
-        "TPU-V6E:2x4:2:4",
-        [f"{V6E_GROUP}-0"],
+        "TPU-V5P:2x2x2:2:4",
+        [f"{V5P_GROUP}-0"],
         "on-demand",
     )
     assert {(p["slice"], p["tpu_worker_id"], p["pod_type"]) for p in result["placements"]} == {
-        (f"{V6E_GROUP}-0", "0", "v6e-8"),
-        (f"{V6E_GROUP}-0", "1", "v6e-8"),
+        (f"{V5P_GROUP}-0", "0", "v5p-16"),
+        (f"{V5P_GROUP}-0", "1", "v5p-16"),
     }
     assert result["final_step"] == STEPS
     started = ProviderRecord.load(cluster.state_dir)
-    assert [(s.name, s.tier, s.market_type) for s in started.slices] == [(f"{V6E_GROUP}-0", "on-demand", "on-demand")]
+    assert [(s.name, s.tier, s.market_type) for s in started.slices] == [(f"{V5P_GROUP}-0", "on-demand", "on-demand")]
 
 
-def test_with_no_v6e_capacity_the_job_trains_on_the_v5e_slice_the_autoscaler_scaled_from_zero(
+def test_with_no_v5p_capacity_the_job_trains_on_the_v4_slice_the_autoscaler_scaled_from_zero(
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
-    cluster.set_unavailable([("v6e-8", "*")])
+    cluster.set_unavailable([("v5p-16", "*")])
     code, result, output = run_driver(cluster, workdir, "generation-out", slice_deadline_s=15)
     assert code == 0, output[-4000:]
     got = result["capacity"]
     assert (got["step"], got["shape"], got["slices"], got["tier"]) == (
         2,
-        "TPU-V5LITEPOD:2x4:2:4",
-        [f"{V5E_GROUP}-0"],
+        "TPU-V4:2x2x2:2:4",
+        [f"{V4_GROUP}-0"],
         "on-demand",
     )
     assert [(t["granted"], t["seen"]) for t in got["tried"]][0] == (False, "no slice of this shape came up")
-    assert {(p["slice"], p["pod_type"]) for p in result["placements"]} == {(f"{V5E_GROUP}-0", "v5litepod-8")}
+    assert {(p["slice"], p["pod_type"]) for p in result["placements"]} == {(f"{V4_GROUP}-0", "v4-16")}
     assert result["final_step"] == STEPS
     record = ProviderRecord.load(cluster.state_dir)
-    assert {r["group"] for r in record.refused} >= {V6E_GROUP}
-    assert [s.name for s in record.slices] == [f"{V5E_GROUP}-0"]
+    assert {r["group"] for r in record.refused} >= {V5P_GROUP}
+    assert [s.name for s in record.slices] == [f"{V4_GROUP}-0"]
 
 
 def test_with_no_capacity_anywhere_the_job_fails_at_its_deadline_naming_every_step(
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
-    cluster.set_unavailable([("v6e-8", "*"), ("v5litepod-8", "*")])
+    cluster.set_unavailable([("v5p-16", "*"), ("v4-16", "*")])
     started = time.monotonic()
     code, result, _ = run_driver(cluster, workdir, "nothing", slice_deadline_s=5)
     assert code == 1
@@ -178,15 +180,15 @@ def test_with_no_capacity_anywhere_the_job_fails_at_its_deadline_naming_every_st
     error = result["error"]
     assert error.startswith("ChainExhaustedError: no step of the capacity chain gave 1 whole free slice(s) within 5 s")
     assert (
-        "step 1: TPU-V6E 2x4 (2 hosts x 4 chips): no whole free slice within 5.0 s; no slice of this shape came up"
+        "step 1: TPU-V5P 2x2x2 (2 hosts x 4 chips): no whole free slice within 5.0 s; no slice of this shape came up"
         in (error)
     )
     assert (
-        "step 2: TPU-V5LITEPOD 2x4 (2 hosts x 4 chips): no whole free slice within 5.0 s; "
+        "step 2: TPU-V4 2x2x2 (2 hosts x 4 chips): no whole free slice within 5.0 s; "
         "no slice of this shape came up" in error
     )
     record = ProviderRecord.load(cluster.state_dir)
-    assert {r["group"] for r in record.refused} == {V6E_GROUP, V5E_GROUP}
+    assert {r["group"] for r in record.refused} == {V5P_GROUP, V4_GROUP}
     assert record.slices == []
 
 
@@ -201,7 +203,7 @@ def test_a_spot_slice_preempted_mid_run_is_recreated_on_demand_and_the_job_resum
         first = wait_for(
             "attempt 1 on both hosts",
             lambda: (
-                len(placed := [p for p in train.read_placements(run_uri) if p["attempt"] == 1]) == V6E.hosts and placed
+                len(placed := [p for p in train.read_placements(run_uri) if p["attempt"] == 1]) == V5P.hosts and placed
             ),
             proc,
         )
@@ -209,7 +211,7 @@ def test_a_spot_slice_preempted_mid_run_is_recreated_on_demand_and_the_job_resum
         at_kill = checkpoints.find_latest(run_uri)
         assert at_kill is not None
         spot = first[0]["slice"]
-        cluster.set_unavailable([("v6e-8", "spot")])  # the preemption takes Spot's capacity with it
+        cluster.set_unavailable([("v5p-16", "spot")])  # the preemption takes Spot's capacity with it
         cluster.kill_host(spot, 1)
         proc.wait(timeout=240)
     finally:
@@ -221,15 +223,15 @@ def test_a_spot_slice_preempted_mid_run_is_recreated_on_demand_and_the_job_resum
         log.close()
     assert proc.returncode == 0, output[-4000:]
     summary = result_of(output)
-    assert spot == f"{V6E_GROUP}-1"  # the group's second replica ever (the first test's was -0)
+    assert spot == f"{V5P_GROUP}-1"  # the group's second replica ever (the first test's was -0)
     assert {p["slice"] for p in first} == {spot}
     second = [p for p in summary["placements"] if p["attempt"] == 2]
     assert sorted((p["slice"], p["tpu_worker_id"]) for p in second) == [
-        (f"{V6E_GROUP}-2", "0"),
-        (f"{V6E_GROUP}-2", "1"),
+        (f"{V5P_GROUP}-2", "0"),
+        (f"{V5P_GROUP}-2", "1"),
     ]
     assert [(s.name, s.tier) for s in ProviderRecord.load(cluster.state_dir).slices] == [
-        (f"{V6E_GROUP}-2", "on-demand")
+        (f"{V5P_GROUP}-2", "on-demand")
     ]
     final = model.load_checkpoint(summary["checkpoint"])
     assert [h["step"] for h in final.history] == list(range(1, LONG_STEPS + 1))

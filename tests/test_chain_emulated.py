@@ -1,12 +1,15 @@
 """The capacity chain and multi-slice training on emulated slices (docs/capacity.md).
 
-One cluster for the module (in-process: it dies with the test process): two v6e 4x4 slices,
-one on the spot tier and one on-demand (GKE's two tiers of the shape), and one v5e 4x4 slice
-(the chain's cross-generation step). The tests run in file order and take hosts away as they
-go, the way preemptions and stockouts would:
-1. the ray_apps.train driver trains one gang over both v6e slices (8 workers, MEGASCALE_*);
+One cluster for the module (in-process: it dies with the test process): two v5p 2x2x2 slices,
+one on the spot tier and one on-demand (GKE's two tiers of the shape), and one v4 2x2x2 slice
+(the chain's cross-generation step). Two hosts per slice are the fewest that make each slice a
+multi-host gang, which is what the chain must keep whole; more hosts would only cost the suite
+time. (Not v6e or v5e 2x4 on 4-chip VMs: Ray's SlicePlacementGroup reads those as one VM and
+ray_apps.train refuses them, catalog.SliceShape.ray_reads_as_one_host.) The tests run in file order and take hosts away as they go, the way preemptions
+and stockouts would:
+1. the ray_apps.train driver trains one gang over both v5p slices (4 workers, MEGASCALE_*);
 2. a host of the spot slice dies: the chain's first step gets the on-demand slice;
-3. a host of the on-demand slice dies too: no whole v6e slice, the driver trains on v5e;
+3. a host of the on-demand slice dies too: no whole v5p slice, the driver trains on v4;
 4. a chain of shapes none of which has a whole slice fails at its deadline naming each step.
 """
 
@@ -32,9 +35,9 @@ from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
-V6E = catalog.lookup("v6e", "4x4")
-V5E = catalog.lookup("v5e", "4x4")
-SPOT, ON_DEMAND, V5E_SLICE = "v6e-chain-spot-0", "v6e-chain-on-demand-0", "v5e-chain-0"
+V5P = catalog.lookup("v5p", "2x2x2")
+V4 = catalog.lookup("v4", "2x2x2")
+SPOT, ON_DEMAND, V4_SLICE = "v5p-chain-spot-0", "v5p-chain-on-demand-0", "v4-chain-0"
 STEPS, BATCH = 4, 16
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,9 +49,9 @@ def step_of(shape: catalog.SliceShape) -> ShapeStep:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
     specs = [
-        SliceSpec(SPOT, "train", V6E, "spot", tier="spot"),
-        SliceSpec(ON_DEMAND, "train", V6E, "on-demand", tier="on-demand"),
-        SliceSpec(V5E_SLICE, "train", V5E, "on-demand", tier="on-demand"),
+        SliceSpec(SPOT, "train", V5P, "spot", tier="spot"),
+        SliceSpec(ON_DEMAND, "train", V5P, "on-demand", tier="on-demand"),
+        SliceSpec(V4_SLICE, "train", V4, "on-demand", tier="on-demand"),
     ]
     with connected_emulator(plan_for(specs), "tpch-", "test-chain") as emu:
         yield emu
@@ -57,7 +60,7 @@ def cluster() -> Iterator[EmulatedCluster]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("chain")
-    data.write_synthetic(str(root / "data"), rows=2 * V6E.hosts * BATCH * STEPS, fmt="parquet", files=2)
+    data.write_synthetic(str(root / "data"), rows=2 * V5P.hosts * BATCH * STEPS, fmt="parquet", files=2)
     return root
 
 
@@ -67,10 +70,10 @@ def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: 
         "-m",
         "ray_apps.train",
         "--device=emulated",
-        f"--accelerator-type={V6E.ray_accelerator_type}",
-        f"--topology={V6E.topology}",
-        f"--hosts-per-slice={V6E.hosts}",
-        f"--chips-per-host={V6E.chips_per_host}",
+        f"--accelerator-type={V5P.ray_accelerator_type}",
+        f"--topology={V5P.topology}",
+        f"--hosts-per-slice={V5P.hosts}",
+        f"--chips-per-host={V5P.chips_per_host}",
         f"--steps={STEPS}",
         "--checkpoint-every=2",
         f"--batch-size={BATCH}",
@@ -92,26 +95,26 @@ def kill_and_wait(cluster: EmulatedCluster, slice_name: str, worker: int) -> Non
     cluster.kill_host(slice_name, worker)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if all(len(v.hosts) < V6E.hosts for v in slices.slice_inventory() if v.name == slice_name):
+        if all(len(v.hosts) < V5P.hosts for v in slices.slice_inventory() if v.name == slice_name):
             return
         time.sleep(0.5)
     pytest.fail(f"Ray still shows every host of {slice_name} 60 s after one died")
 
 
-def test_two_v6e_slices_train_as_one_gang_with_megascale_env_per_worker(
+def test_two_v5p_slices_train_as_one_gang_with_megascale_env_per_worker(
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
     code, result, output = run_driver(cluster, workdir, "multislice", slices=2, slice_deadline_s=60)
     assert code == 0, output[-4000:]
     placed = [p for p in result["placements"] if p["attempt"] == 1]
-    assert len(placed) == 8
+    assert len(placed) == 4
     by_slice = {name: sorted(p["tpu_worker_id"] for p in placed if p["slice"] == name) for name in (SPOT, ON_DEMAND)}
-    assert by_slice == {SPOT: ["0", "1", "2", "3"], ON_DEMAND: ["0", "1", "2", "3"]}
-    assert {p["jax_processes"] for p in placed} == {8}
+    assert by_slice == {SPOT: ["0", "1"], ON_DEMAND: ["0", "1"]}
+    assert {p["jax_processes"] for p in placed} == {4}
     coordinators = {p["megascale"]["MEGASCALE_COORDINATOR_ADDRESS"] for p in placed}
     assert len(coordinators) == 1
     assert {p["megascale"]["MEGASCALE_NUM_SLICES"] for p in placed} == {"2"}
-    # One slice id per slice, the same on each of its 4 workers.
+    # One slice id per slice, the same on each of its 2 workers.
     ids = {name: {p["megascale"]["MEGASCALE_SLICE_ID"] for p in placed if p["slice"] == name} for name in by_slice}
     assert sorted(v for s in ids.values() for v in s) == ["0", "1"]
     assert result["capacity"]["slices"] == [ON_DEMAND, SPOT]
@@ -121,7 +124,7 @@ def test_two_v6e_slices_train_as_one_gang_with_megascale_env_per_worker(
 def test_a_preempted_spot_slice_leaves_the_chain_on_the_on_demand_tier_of_the_shape(cluster: EmulatedCluster) -> None:
     kill_and_wait(cluster, SPOT, 1)
     choice = chain.walk(
-        [step_of(V6E), step_of(V5E)],
+        [step_of(V5P), step_of(V4)],
         num_slices=1,
         deadline_s=10,
         inventory=slices.slice_inventory,
@@ -130,23 +133,23 @@ def test_a_preempted_spot_slice_leaves_the_chain_on_the_on_demand_tier_of_the_sh
     assert (choice.index, choice.slices, choice.tier) == (0, (ON_DEMAND,), "on-demand")
 
 
-def test_without_a_whole_v6e_slice_the_job_trains_on_the_v5e_fallback_shape(
+def test_without_a_whole_v5p_slice_the_job_trains_on_the_v4_fallback_shape(
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
-    kill_and_wait(cluster, ON_DEMAND, 2)
+    kill_and_wait(cluster, ON_DEMAND, 1)
     code, result, output = run_driver(
-        cluster, workdir, "fallback", slice_deadline_s=5, fallback_shapes=step_of(V5E).to_flag()
+        cluster, workdir, "fallback", slice_deadline_s=5, fallback_shapes=step_of(V4).to_flag()
     )
     assert code == 0, output[-4000:]
     capacity = result["capacity"]
     assert (capacity["step"], capacity["shape"], capacity["slices"], capacity["tier"]) == (
         2,
-        "TPU-V5LITEPOD:4x4:4:4",
-        [V5E_SLICE],
+        "TPU-V4:2x2x2:2:4",
+        [V4_SLICE],
         "on-demand",
     )
     assert [t["granted"] for t in capacity["tried"]] == [False, True]
-    assert {(p["slice"], p["pod_type"]) for p in result["placements"]} == {(V5E_SLICE, "v5litepod-16")}
+    assert {(p["slice"], p["pod_type"]) for p in result["placements"]} == {(V4_SLICE, "v4-16")}
     assert result["final_step"] == STEPS and result["history_problems"] == []
 
 
@@ -160,8 +163,8 @@ def test_a_chain_with_no_whole_slice_fails_at_its_deadline_naming_every_step(
     assert time.monotonic() - started < 120
     error = result["error"]
     assert error.startswith("ChainExhaustedError: no step of the capacity chain gave 1 whole free slice(s) within 3 s")
-    assert "step 1: TPU-V6E 4x4 (4 hosts x 4 chips): no whole free slice" in error
-    assert f"{SPOT} (TPU-V6E, 4x4, spot, 3 hosts)" in error
+    assert "step 1: TPU-V5P 2x2x2 (2 hosts x 4 chips): no whole free slice" in error
+    assert f"{SPOT} (TPU-V5P, 2x2x2, spot, 1 hosts)" in error
     assert (
         "step 2: TPU-V4 2x2x4 (4 hosts x 4 chips): no whole free slice within 3.0 s; no slice of this shape came up"
         in (error)
@@ -172,8 +175,8 @@ def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
     """Serve's step of the chain (docs/capacity.md): the checkpoint replica selects the pool's
-    first shape and carries the later shapes as Ray's fallback_strategy. Every live v6e host is
-    full (one actor holds all its CPUs), so Ray places the replica on the v5e slice; /healthz and
+    first shape and carries the later shapes as Ray's fallback_strategy. Every live v5p host is
+    full (one actor holds all its CPUs), so Ray places the replica on the v4 slice; /healthz and
     `tpuray local status` both say where it runs."""
     import ray
     from ray import serve
@@ -188,14 +191,14 @@ def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_
         def ready(self) -> bool:
             return True
 
-    v6e_hosts = [n for n in ray.nodes() if n["Alive"] and (n.get("Labels") or {}).get(slices.GENERATION) == "v6e"]
-    assert len(v6e_hosts) == 6  # two v6e slices, one host of each preempted by the tests above
+    v5p_hosts = [n for n in ray.nodes() if n["Alive"] and (n.get("Labels") or {}).get(slices.GENERATION) == "v5p"]
+    assert len(v5p_hosts) == 2  # two v5p slices, one host of each preempted by the tests above
     fillers = [
         Filler.options(
             num_cpus=host["Resources"]["CPU"],
             scheduling_strategy=NodeAffinitySchedulingStrategy(host["NodeID"], soft=False),
         ).remote()
-        for host in v6e_hosts
+        for host in v5p_hosts
     ]
     ray.get([f.ready.remote() for f in fillers], timeout=60)
     port = free_port()
@@ -204,8 +207,8 @@ def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_
         {
             "checkpoint_uri": str(workdir / "runs" / "fallback"),
             "checkpoint_wait_s": 0,
-            "label_selector": {slices.SLICE_POOL: "train", slices.GENERATION: "v6e"},
-            "fallback_label_selectors": [{slices.SLICE_POOL: "train", slices.GENERATION: "v5e"}],
+            "label_selector": {slices.SLICE_POOL: "train", slices.GENERATION: "v5p"},
+            "fallback_label_selectors": [{slices.SLICE_POOL: "train", slices.GENERATION: "v4"}],
         }
     )
     serve.run(app, name="chain", route_prefix="/", blocking=False)
@@ -218,9 +221,9 @@ def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_
                 break
         except OSError:
             time.sleep(1)
-    assert health.get("placement") == {"slice": V5E_SLICE, "generation": "v5e", "tier": "on-demand", "fallback": True}
+    assert health.get("placement") == {"slice": V4_SLICE, "generation": "v4", "tier": "on-demand", "fallback": True}
     ray.shutdown()  # Serve's controller and replica are detached: they keep running
     status = status_data(cluster)
     holders = {(s["slice"], h["worker_id"]): h["holders"] for s in status["slices"] for h in s["hosts"] if h["holders"]}
     replicas = [where for where, names in holders.items() if "ServeReplica:chain:checkpoint-model" in names]
-    assert [name for name, _ in replicas] == [V5E_SLICE]
+    assert [name for name, _ in replicas] == [V4_SLICE]

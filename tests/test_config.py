@@ -25,8 +25,8 @@ def write_stack(tmp_path: Path, edit) -> Path:
     return path
 
 
-def pool(config: dict[str, Any]) -> dict[str, Any]:
-    return config["tpuray:slicePools"][0]
+def pool(config: dict[str, Any], i: int = 0) -> dict[str, Any]:
+    return config["tpuray:slicePools"][i]
 
 
 def errors_of(tmp_path: Path, edit) -> list[str]:
@@ -60,10 +60,11 @@ def test_machine_type_that_does_not_fit_the_topology_lists_the_ones_that_do(tmp_
     ]
 
 
-def test_both_machine_types_fit_v6e_2x4(tmp_path):
+def test_both_machine_types_fit_v6e_2x4_for_the_checkpoint_server(tmp_path):
+    # Pool 1 serves checkpoints; the train pool (0) may not be the 2-host 2x4 (test_config_checks).
     for machine in ("ct6e-standard-8t", "ct6e-standard-4t"):
-        path = write_stack(tmp_path, lambda c, m=machine: pool(c).update(topology="2x4", machineType=m))
-        assert load_stack(str(path)).slice_pools[0].shape.machine_type == machine
+        path = write_stack(tmp_path, lambda c, m=machine: pool(c, 1).update(topology="2x4", machineType=m))
+        assert load_stack(str(path)).slice_pools[1].shape.machine_type == machine
 
 
 def test_slices_below_one_is_rejected(tmp_path):

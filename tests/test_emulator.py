@@ -54,6 +54,14 @@ def test_host_env_is_what_the_webhook_injects() -> None:
     assert "TPU_WORKER_HOSTNAMES" not in single.host_env(0)
 
 
+def test_a_reduced_v6e_4x4_slice_becomes_the_one_vm_2x4_not_the_2_host_2x4_ray_reads_as_one_vm() -> None:
+    tiny = emulator.plan_slices(mocked("dev"), max_hosts=4)
+    reduced = {
+        (s.reduced_from, s.shape.topology, s.shape.machine_type, s.shape.hosts) for s in tiny.slices if s.reduced_from
+    }
+    assert reduced == {("4x4", "2x4", "ct6e-standard-8t", 1)}
+
+
 def test_plan_reduces_slices_then_topology() -> None:
     prod = mocked("prod")
     full = emulator.plan_slices(prod, max_hosts=100)

@@ -1,9 +1,10 @@
-"""Fault recovery on an emulated cluster of two v6e 4x4 slices (8 hosts + head).
+"""Fault recovery on an emulated cluster of two v5p 2x2x2 slices (4 hosts + head; two hosts per
+slice are the fewest that make a multi-host gang, whose dead host is the trap below).
 
 One cluster for the module (in-process: it dies with the test process):
 1. Train (ray_apps.train, device emulated, JaxTrainer + FailureConfig) runs as its own
    driver process, the RayJob entrypoint. Once a checkpoint exists, TPU worker 1 of the
-   slice it runs on is killed, as a preemption would. Slice A keeps its TPU-v6e-16-head
+   slice it runs on is killed, as a preemption would. Slice A keeps its TPU-v5p-16-head
    resource on worker 0, the trap in which Ray's SlicePlacementGroup waits for ever for the
    dead host; ray_apps.train_slices fences it, so the gang restarts on slice B from the
    latest checkpoint and finishes. Checked from the persisted history and placements.
@@ -33,20 +34,20 @@ from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
-V6E = catalog.lookup("v6e", "4x4")
-SLICES = ["v6e-fr-0", "v6e-fr-1"]
+V5P = catalog.lookup("v5p", "2x2x2")
+SLICES = ["v5p-fr-0", "v5p-fr-1"]
 STEPS = 20
 CHECKPOINT_EVERY = 5
 KILL_AFTER_CHECKPOINT = 5  # kill once this checkpoint is on storage
 BATCH = 32
 # One epoch covers the run: each new pass over a Ray Data shard costs ~30 s here (2 cores).
-ROWS = V6E.hosts * BATCH * STEPS
+ROWS = V5P.hosts * BATCH * STEPS
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in SLICES]
+    specs = [SliceSpec(name, "v5p-spot", V5P, "spot") for name in SLICES]
     with connected_emulator(plan_for(specs), "tpfr-", "test-fault-recovery") as emu:
         yield emu
 
@@ -67,10 +68,10 @@ def train_cmd(workdir: Path, run_name: str, steps: int = STEPS, **extra: Any) ->
         "-m",
         "ray_apps.train",
         "--device=emulated",
-        f"--accelerator-type={V6E.ray_accelerator_type}",
-        f"--topology={V6E.topology}",
-        f"--hosts-per-slice={V6E.hosts}",
-        f"--chips-per-host={V6E.chips_per_host}",
+        f"--accelerator-type={V5P.ray_accelerator_type}",
+        f"--topology={V5P.topology}",
+        f"--hosts-per-slice={V5P.hosts}",
+        f"--chips-per-host={V5P.chips_per_host}",
         f"--steps={steps}",
         f"--checkpoint-every={CHECKPOINT_EVERY}",
         f"--data-uri={workdir / 'data'}",
@@ -125,7 +126,7 @@ def recovered_run(cluster: EmulatedCluster, workdir: Path) -> dict[str, Any]:
         first = wait_for(
             lambda: (
                 (placed := [p for p in train.read_placements(run_uri) if p["attempt"] == 1])
-                and len(placed) == V6E.hosts
+                and len(placed) == V5P.hosts
                 and placed
             ),
             120,
@@ -194,10 +195,10 @@ def test_restarted_gang_runs_whole_on_the_other_slice(recovered_run: dict[str, A
     slice_a = recovered_run["slice_a"]
     assert {p["slice"] for p in by_attempt[1]} == {slice_a}
     second = by_attempt[2]
-    assert len(second) == V6E.hosts
+    assert len(second) == V5P.hosts
     assert {p["slice"] for p in second} == set(SLICES) - {slice_a}
     # One Train worker per TPU host of the slice.
-    assert sorted(p["tpu_worker_id"] for p in second) == [str(i) for i in range(V6E.hosts)]
+    assert sorted(p["tpu_worker_id"] for p in second) == [str(i) for i in range(V5P.hosts)]
     assert recovered_run["summary"]["attempts"][1]["slice"] == (set(SLICES) - {slice_a}).pop()
 
 
@@ -209,18 +210,18 @@ def test_no_free_slice_fails_loudly_before_the_deadline(
 
     slice_b = (set(SLICES) - {recovered_run["slice_a"]}).pop()
     with slices.reserve_slice(
-        V6E.topology,
-        hosts=V6E.hosts,
-        chips_per_host=V6E.chips_per_host,
-        selectors=[slices.tpu_host_selector(V6E.ray_accelerator_type, slice_name=slice_b)],
+        V5P.topology,
+        hosts=V5P.hosts,
+        chips_per_host=V5P.chips_per_host,
+        selectors=[slices.tpu_host_selector(V5P.ray_accelerator_type, slice_name=slice_b)],
         deadline_s=30,
     ):
         with pytest.raises(slices.SliceUnavailableError, match="no free TPU slice") as err:
             slices.fence_all_but_free_slices(
-                V6E.topology,
-                hosts=V6E.hosts,
-                chips_per_host=V6E.chips_per_host,
-                accelerator_type=V6E.ray_accelerator_type,
+                V5P.topology,
+                hosts=V5P.hosts,
+                chips_per_host=V5P.chips_per_host,
+                accelerator_type=V5P.ray_accelerator_type,
                 deadline_s=3,
             )
     assert recovered_run["slice_a"] in str(err.value) and slice_b in str(err.value)
@@ -260,7 +261,7 @@ def test_serve_replica_moves_to_another_tpu_host_when_its_host_dies(
             "backend": "checkpoint",
             "checkpoint_uri": recovered_run["run_uri"],
             "num_cpus": 0.5,
-            "label_selector": slices.tpu_host_selector(V6E.ray_accelerator_type),
+            "label_selector": slices.tpu_host_selector(V5P.ray_accelerator_type),
         }
     )
     ray_serve.run(app, name="tpuray", route_prefix="/")

@@ -191,3 +191,13 @@ def test_the_mounted_secret_version_is_latest_unless_the_stack_pins_one() -> Non
     assert llm_stack.hf_token_version(latest) == "projects/acme-ml-prod/secrets/hf-token/versions/latest"
     assert llm_stack.hf_token_version(pinned) == "projects/acme-ml-prod/secrets/hf-token/versions/7"
     assert llm_stack.hf_token_version(parse(stack())) is None
+
+
+def test_an_llm_pool_of_2_host_v5e_2x4_slices_is_refused_as_ray_would_read_them_as_one_vm() -> None:
+    raw = stack()
+    raw["slicePools"][-1].update(generation="v5e", topology="2x4", machineType="ct5lp-hightpu-4t")
+    assert errors(raw) == [
+        "tpuray:slicePools[2].machineType: 'ct5lp-hightpu-4t' makes v5e 2x4 a 2-host slice, which Ray's "
+        "SlicePlacementGroup reserves as one 8-chip VM, so a Ray Serve LLM replica of workloads.serve could span two "
+        "slices; use ct5lp-hightpu-8t (one VM) or a topology of more than 8 chips"
+    ]

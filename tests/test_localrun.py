@@ -50,9 +50,9 @@ def test_the_runtime_env_is_kept_as_rendered_bundle_uri_included():
 
 def test_a_reduced_emulated_slice_rewrites_the_topology_arguments_from_the_catalog():
     rayjob = rendered(mocked("dev"), "RayJob")
-    smaller = catalog.lookup("v6e", "2x4", "ct6e-standard-4t")
+    smaller = catalog.lookup("v5p", "2x2x2")
     local = argv_of(job_for_emulator(rayjob, smaller).entrypoint)
-    assert (local["--topology"], local["--hosts-per-slice"], local["--chips-per-host"]) == ("2x4", "2", "4")
+    assert (local["--topology"], local["--hosts-per-slice"], local["--chips-per-host"]) == ("2x2x2", "2", "4")
 
 
 def test_serve_config_stays_on_loopback_and_reads_the_checkpoint_from_its_gs_uri():

@@ -90,3 +90,33 @@ def test_latest_checkpoint_is_the_highest_complete_step(tmp_path) -> None:  # ty
 
 def test_no_checkpoint_yet_means_a_fresh_start(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert checkpoints.find_latest(str(tmp_path / "missing")) is None
+
+
+def test_a_two_host_v6e_2x4_slice_is_refused_before_ray_is_asked_for_anything(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ray's SlicePlacementGroup reads v6e 2x4 as one 8-chip VM: a gang of the 2-host slice
+    (ct6e-standard-4t) would get no slice-name label and could span two slices."""
+    argv = [a for a in TPU_ARGV]
+    argv[argv.index("4x4")] = "2x4"
+    argv[argv.index("--hosts-per-slice") + 1] = "2"
+    assert train.main([*argv, "--device", "emulated", "--address", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "error: ValueError: TPU-V6E 2x4 (2 hosts x 4 chips): Ray's SlicePlacementGroup reserves 2x4 as one 8-chip "
+        "VM, so the 2 workers of the gang could land on different slices; use the one-VM machine type of 2x4 or a "
+        "topology of more than 8 chips"
+    )
+
+
+def test_a_fallback_shape_ray_reads_as_one_vm_is_refused_too() -> None:
+    args = _args("--device", "tpu", "--fallback-shapes", "TPU-V5LITEPOD:2x4:2:4")
+    with pytest.raises(ValueError, match=r"^TPU-V5LITEPOD 2x4 \(2 hosts x 4 chips\): Ray's SlicePlacementGroup"):
+        train.run(args)
+
+
+def test_the_one_vm_2x4_and_a_4x4_slice_pass_the_check() -> None:
+    from ray_apps.contracts import ShapeStep
+    from ray_apps.train_slices import one_vm_problems
+
+    assert one_vm_problems([ShapeStep("TPU-V6E", "2x4", 1, 8), ShapeStep("TPU-V6E", "4x4", 4, 4)]) == []

@@ -1,4 +1,5 @@
-"""The step watchdog and the hung-gang alert on an emulated v6e 4x4 slice (4 hosts + head).
+"""The step watchdog and the hung-gang alert on an emulated v5p 2x2x2 slice (2 hosts + head: the
+fewest that make a multi-host gang, one rank of which hangs while the other waits on it).
 
 One rank of a JaxTrainer gang hangs at a step (fault injection). Two things must notice:
 1. a real Prometheus (tpuray.localmetrics, as `tpuray local up --metrics` starts it) scraping
@@ -31,11 +32,11 @@ from tpuray.config import load_stack
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 from tpuray.observe import rules
 
-# A 4-host gang, a stall of WATCHDOG_FLOOR_S and a restart: longer than the suite's 600 s default.
+# A 2-host gang, a stall of WATCHDOG_FLOOR_S and a restart: longer than the suite's 600 s default.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-V6E = catalog.lookup("v6e", "4x4")
-SLICE = "v6e-wd-0"
+V5P = catalog.lookup("v5p", "2x2x2")
+SLICE = "v5p-wd-0"
 STEPS, CHECKPOINT_EVERY, STALL_AT, STALL_RANK, BATCH = 12, 4, 6, 1, 32
 # The alert must fire (floor + its `for: 1m` + scrapes) well before the watchdog ends the stall.
 ALERT_FLOOR_S, WATCHDOG_FLOOR_S = 5, 120
@@ -52,7 +53,7 @@ def alert_config() -> Any:
 def cluster() -> Iterator[tuple[EmulatedCluster, localmetrics.PrometheusState]]:
     state_dir = tempfile.mkdtemp(prefix="tpwd-", dir="/tmp")  # short: Ray puts sockets under it
     emu = EmulatedCluster.start(
-        plan_for([SliceSpec(SLICE, "v6e-spot", V6E, "spot")]),
+        plan_for([SliceSpec(SLICE, "v5p-spot", V5P, "spot")]),
         state_dir=state_dir,
         name="test-watchdog",
         dashboard=True,  # its reporter writes the Prometheus target list
@@ -75,11 +76,11 @@ def stalled_run(
 ) -> dict[str, Any]:
     emu, prom = cluster
     work = tmp_path_factory.mktemp("watchdog")
-    data.write_synthetic(str(work / "data"), rows=V6E.hosts * BATCH * STEPS, fmt="parquet", files=4)
+    data.write_synthetic(str(work / "data"), rows=V5P.hosts * BATCH * STEPS, fmt="parquet", files=4)
     cmd = [
         sys.executable, "-m", "ray_apps.train", "--device=emulated",
-        f"--accelerator-type={V6E.ray_accelerator_type}", f"--topology={V6E.topology}",
-        f"--hosts-per-slice={V6E.hosts}", f"--chips-per-host={V6E.chips_per_host}",
+        f"--accelerator-type={V5P.ray_accelerator_type}", f"--topology={V5P.topology}",
+        f"--hosts-per-slice={V5P.hosts}", f"--chips-per-host={V5P.chips_per_host}",
         f"--steps={STEPS}", f"--checkpoint-every={CHECKPOINT_EVERY}", f"--batch-size={BATCH}",
         f"--data-uri={work / 'data'}", f"--storage-uri={work / 'runs'}", "--run-name=stalled",
         "--max-failures=1", "--slice-deadline-s=300",

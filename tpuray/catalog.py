@@ -92,6 +92,18 @@ class SliceShape:
         return self.hosts > 1
 
     @property
+    def ray_reads_as_one_host(self) -> bool:
+        """A multi-host slice that Ray's SlicePlacementGroup, with which JaxTrainer reserves a
+        TPU gang, takes for one VM. Ray sizes hosts from the topology alone: for v5e and v6e
+        it reads 1x1, 2x2 and 2x4 as single-host VMs of that many chips (`get_chips_per_host`
+        in ray/_private/accelerators/tpu.py), and Ray Train passes no `chips_per_vm` override
+        (ray/train/v2/_internal/execution/worker_group/worker_group.py). Such a slice gets no
+        `ray.io/tpu-slice-name` gang label, so the gang's workers may land on two slices. In
+        this table: v5e and v6e 2x4 on their 4-chip machine types (2 hosts each);
+        tests/test_catalog_ray.py holds it equal to Ray's own function for every shape."""
+        return self.multi_host and self.topology in GENERATIONS[self.generation].single_host_machine_chips
+
+    @property
     def head_resource(self) -> str:
         """The resource Ray puts on worker 0 of a slice (TPU-v6e-16-head)."""
         return f"TPU-{self.pod_type}-head"

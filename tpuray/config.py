@@ -605,6 +605,28 @@ def _shape_lines(key: str, gen: str, topology: str, machine_type: str | None) ->
     return []
 
 
+def _one_vm_gang_lines(cfg: StackConfig, pool_name: str, gang: str) -> list[str]:
+    """The pool's shape when `gang` cannot be held to one slice: a multi-host slice that Ray
+    reads as one VM (catalog.SliceShape.ray_reads_as_one_host). JaxTrainer and Ray Serve LLM
+    (ray/llm/_internal/serve/core/configs/accelerators.py) both reserve TPU slices with Ray's
+    slice placement group and pass no chips_per_vm. Fallback shapes name no machine type and
+    so get the one-VM machine of such a topology."""
+    i, pool = next((i, p) for i, p in enumerate(cfg.slice_pools) if p.name == pool_name)
+    try:
+        shape = pool.shape
+    except catalog.CatalogError:
+        return []  # reported by _shape_lines
+    if not shape.ray_reads_as_one_host:
+        return []
+    one_vm = [m for m in catalog.machine_types(shape.generation, shape.topology) if m != shape.machine_type]
+    return [
+        f"{NAMESPACE}:slicePools[{i}].machineType: {_show(shape.machine_type)} makes {shape.generation} "
+        f"{shape.topology} a {shape.hosts}-host slice, which Ray's SlicePlacementGroup reserves as one "
+        f"{shape.chips}-chip VM, so {gang} could span two slices; use "
+        f"{' or '.join(one_vm)} (one VM) or a topology of more than {shape.chips} chips"
+    ]
+
+
 def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines: list[str] = []
     names: set[str] = set()
@@ -639,6 +661,10 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
                 f"{key}.pool: {_show(workload.pool)} is not a slice pool of this stack; valid: {', '.join(sorted(names))}"
             )
             continue
+        if kind == "train":
+            lines += _one_vm_gang_lines(cfg, workload.pool, "the JaxTrainer gang of workloads.train")
+        if kind == "serve" and workload.backend == "llm":
+            lines += _one_vm_gang_lines(cfg, workload.pool, "a Ray Serve LLM replica of workloads.serve")
         count = getattr(workload, count_key)
         if kind == "serve" and workload.autoscaling is not None:  # at most maxReplicas slices
             count_key, count = "autoscaling.maxReplicas", workload.autoscaling.max_replicas

@@ -120,8 +120,14 @@ def max_hosts_for(available_bytes: int) -> int:
 
 
 def _smaller_shape(shape: catalog.SliceShape) -> catalog.SliceShape | None:
-    """The same generation's shape with the most hosts below this one's (catalog order)."""
-    smaller = [s for s in catalog.all_shapes() if s.generation == shape.generation and s.hosts < shape.hosts]
+    """The same generation's shape with the most hosts below this one's (catalog order). Never a
+    multi-host slice that Ray reads as one VM: ray_apps.train refuses those (JaxTrainer could not
+    hold the gang to one slice), so a reduced v6e 4x4 becomes the one-VM 2x4 (ct6e-standard-8t), not the 2-host one."""
+    smaller = [
+        s
+        for s in catalog.all_shapes()
+        if s.generation == shape.generation and s.hosts < shape.hosts and not s.ray_reads_as_one_host
+    ]
     if not smaller:
         return None
     return max(smaller, key=lambda s: (s.hosts, s.chips))  # max keeps the first of equals

@@ -1,0 +1,34 @@
+"""The catalog's view of a slice against Ray's own TPU code (the installed ray, pinned in
+requirements.lock): where Ray's SlicePlacementGroup, which JaxTrainer reserves TPU gangs with,
+reads a multi-host slice as one VM."""
+
+from __future__ import annotations
+
+from ray._private.accelerators.tpu import get_chips_per_host
+
+from tpuray import catalog
+
+
+def test_the_two_host_v5e_and_v6e_2x4_slices_are_the_ones_ray_reads_as_one_vm() -> None:
+    assert sorted(s.key for s in catalog.all_shapes() if s.ray_reads_as_one_host) == [
+        "v5e 2x4 (ct5lp-hightpu-4t)",
+        "v6e 2x4 (ct6e-standard-4t)",
+    ]
+
+
+def test_the_flag_agrees_with_rays_chips_per_host_for_every_shape_of_the_catalog() -> None:
+    disagree = [
+        s.key
+        for s in catalog.all_shapes()
+        if s.ray_reads_as_one_host
+        != (
+            s.multi_host
+            and get_chips_per_host(s.topology, catalog.GENERATIONS[s.generation].ray_generation) != s.chips_per_host
+        )
+    ]
+    assert disagree == []
+
+
+def test_ray_reads_the_4x4_v6e_slice_as_four_hosts_of_four_chips() -> None:
+    assert get_chips_per_host("4x4", "v6e") == 4
+    assert catalog.lookup("v6e", "4x4").ray_reads_as_one_host is False
