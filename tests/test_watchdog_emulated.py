@@ -13,6 +13,7 @@ One rank of a JaxTrainer gang hangs at a step (fault injection). Two things must
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -38,8 +39,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 V5P = catalog.lookup("v5p", "2x2x2")
 SLICE = "v5p-wd-0"
 STEPS, CHECKPOINT_EVERY, STALL_AT, STALL_RANK, BATCH = 12, 4, 6, 1, 32
-# The alert must fire (floor + its `for: 1m` + scrapes) well before the watchdog ends the stall.
-ALERT_FLOOR_S, WATCHDOG_FLOOR_S = 5, 120
+# The alert must fire well before the watchdog ends the stall: the rule runs here with `for: 0s`
+# (its `for: 1m` is promtool's to test, tests/fixtures/observe/alerts_test.yaml), so it fires a
+# scrape and an evaluation (2 s each) after ALERT_FLOOR_S. The watchdog's floor stays far above
+# a step's time on a loaded 2-core machine (about a second), so only the injected stall trips it.
+ALERT_FLOOR_S, WATCHDOG_FLOOR_S = 5, 45
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -62,7 +66,8 @@ def cluster() -> Iterator[tuple[EmulatedCluster, localmetrics.PrometheusState]]:
     prom = None
     try:
         cfg = alert_config()
-        prom = localmetrics.start(cfg, state_dir, emu.state.ray_dir, [rules.hung_gang_step_rule(cfg)])
+        rule = dataclasses.replace(rules.hung_gang_step_rule(cfg), for_="0s")
+        prom = localmetrics.start(cfg, state_dir, emu.state.ray_dir, [rule])
         yield emu, prom
     finally:
         assert localmetrics.stop(state_dir) == []
