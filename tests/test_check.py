@@ -113,7 +113,11 @@ EXPECTED_TOPOLOGY_FINDINGS = {
     "kuberay-historical/ray-cluster-tpu.yaml": {"tpu-num-of-hosts"},
     "kuberay-historical/ray-service.tpu-multi-host.yaml": {"serve-tpu-topology"},
     "kubernetes-engine-samples/rayserve/llm/tpu/ray-service.tpu-v6e-multihost.yaml": {"serve-tpu-topology"},
-    "kubernetes-engine-samples-unmerged/rayserve/llm/llama-3-8b-it/ray-service-v5e-tpu.yaml": {"serve-tpu-topology"},
+    # v5e 2x4 as 2 hosts of 4 chips: a slice Ray's SlicePlacementGroup reads as one 8-chip VM.
+    "kubernetes-engine-samples-unmerged/rayserve/llm/llama-3-8b-it/ray-service-v5e-tpu.yaml": {
+        "serve-tpu-topology",
+        "tpu-slice-ray-reads-as-one-vm",
+    },
     "kubernetes-engine-samples-unmerged/rayserve/llm/llama-3.1-70b/ray-service-v4-tpu.yaml": {"serve-tpu-topology"},
     "kubernetes-engine-samples-unmerged/rayserve/llm/tpu/ray-service.tpu-v5e-multihost.yaml": {
         "tpu-chips-per-host",

@@ -141,7 +141,7 @@ def test_stack_rules_and_resource_rules_are_told_apart() -> None:
     assert RULES_BY_NAME["tpu-image"].is_stack is False
 
 
-def test_the_topology_rules_are_the_seven_that_judge_slice_shapes() -> None:
+def test_the_topology_rules_are_the_eight_that_judge_slice_shapes() -> None:
     assert sorted(name for name, rule in RULES_BY_NAME.items() if rule.topology) == [
         "compute-class-tpu-shape",
         "serve-tpu-topology",
@@ -149,6 +149,7 @@ def test_the_topology_rules_are_the_seven_that_judge_slice_shapes() -> None:
         "tpu-node-pool-slice-shape",
         "tpu-node-selectors",
         "tpu-num-of-hosts",
+        "tpu-slice-ray-reads-as-one-vm",
         "tpu-topology-provided",
     ]
 
@@ -176,7 +177,7 @@ def test_only_the_gke_and_node_pool_rules_stay_off_plain_manifests() -> None:
 
 def test_every_rule_is_mandatory_by_default_except_the_field_version_advice() -> None:
     levels = {name: rule.level for name, rule in RULES_BY_NAME.items()}
-    assert len(levels) == 45
+    assert len(levels) == 46
     assert {name for name, level in levels.items() if level is not MANDATORY} == {"kuberay-field-version"}
     assert levels["kuberay-field-version"] is ADVISORY
 

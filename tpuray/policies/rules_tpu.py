@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray import capacity
+from tpuray import capacity, catalog
 from tpuray.labels import (
     COMPUTE_CLASS,
     GKE_SPOT,
@@ -150,6 +150,26 @@ def _num_of_hosts(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             )
 
 
+def _one_vm_slices(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    for g in tpu_groups(res.props):
+        if GKE_TPU_SLICE_TOPOLOGY in g.annotations:
+            # A subslice: Ray sizes its VMs from the parent pool's topology (ray/util/tpu.py,
+            # _resolve_chips_per_vm), which tpu-node-selectors checks.
+            continue
+        shape = g.shape()
+        if shape is None or not shape.ray_reads_as_one_host:
+            continue
+        one_vm = " or ".join(
+            m for m in catalog.machine_types(shape.generation, shape.topology) if m != shape.machine_type
+        )
+        yield (
+            f"{res.label}: {g.where} runs {shape.generation} {shape.topology} as {shape.hosts} hosts of "
+            f"{shape.chips_per_host} chips ({shape.machine_type}), which Ray's SlicePlacementGroup (JaxTrainer, Ray "
+            f"Serve LLM) reserves as one {shape.chips}-chip VM, so a gang could span two slices; use {one_vm} "
+            f"({shape.chips} chips per pod, numOfHosts: 1) or a topology of more than {shape.chips} chips"
+        )
+
+
 # Ray derives these per host from the TPU webhook's environment; a static group label would
 # give every host of every slice the same value and defeat slice-aware placement.
 RAY_OWNED_TPU_LABELS = (RAY_TPU_SLICE_NAME, RAY_TPU_WORKER_ID, RAY_TPU_POD_TYPE)
@@ -216,6 +236,16 @@ RULES = (
         MANDATORY,
         RAY_TYPES,
         _num_of_hosts,
+        topology=True,
+        kubernetes=True,
+    ),
+    Rule(
+        "tpu-slice-ray-reads-as-one-vm",
+        "No TPU worker group is a multi-host slice that Ray's SlicePlacementGroup reads as one VM (v5e and v6e 2x4 "
+        "on 4-chip machines): its gang could span two slices.",
+        MANDATORY,
+        RAY_TYPES,
+        _one_vm_slices,
         topology=True,
         kubernetes=True,
     ),
