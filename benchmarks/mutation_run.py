@@ -51,6 +51,7 @@ POLICY_TESTS = [
     "tests/test_check.py",
     "tests/test_policies.py",
     "tests/test_kuberay_versions.py",
+    "tests/test_serve_app_parts.py",
 ]
 
 # group -> (files mutmut mutates, fast test files that specify them)
