@@ -11,6 +11,7 @@ against every other rule's fixtures.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,16 @@ def fixtures() -> list[Fixture]:
         for p in [FIXTURES / "stack" / "good.yaml", *FIXTURES.glob("stack/*/good-*.yaml")]
     ]
     return sorted(out, key=lambda f: str(f.path))
+
+
+@functools.cache
+def _targets(path: Path, stack: bool) -> list[Target]:
+    """A fixture's resources, read once per process (the rules do not change them: the analyzer
+    hands each rule its own copy)."""
+    if not stack:
+        return load([str(path)])
+    items = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+    return [Target(Resource(i["type"], i["name"], i["inputs"], urn("fixture", i["type"], i["name"]))) for i in items]
 
 
 def run_only(client: InProcessAnalyzer, names: set[str], fixture: Fixture) -> list[Violation]:
