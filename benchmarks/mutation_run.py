@@ -52,6 +52,7 @@ POLICY_TESTS = [
     "tests/test_policies.py",
     "tests/test_kuberay_versions.py",
     "tests/test_serve_app_parts.py",
+    "tests/test_hardening_rule_parts.py",
 ]
 
 # group -> (files mutmut mutates, fast test files that specify them)
