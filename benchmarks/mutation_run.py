@@ -53,6 +53,7 @@ POLICY_TESTS = [
     "tests/test_kuberay_versions.py",
     "tests/test_serve_app_parts.py",
     "tests/test_hardening_rule_parts.py",
+    "tests/test_rayservice_spec_rule.py",
 ]
 
 # group -> (files mutmut mutates, fast test files that specify them)
