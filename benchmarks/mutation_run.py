@@ -54,6 +54,7 @@ POLICY_TESTS = [
     "tests/test_serve_app_parts.py",
     "tests/test_hardening_rule_parts.py",
     "tests/test_rayservice_spec_rule.py",
+    "tests/test_stack_providers.py",
 ]
 
 # group -> (files mutmut mutates, fast test files that specify them)
