@@ -1,4 +1,4 @@
-"""The rayservice-spec rule (tpuray/policies/rules_kuberay.py `_rayservice_spec`, after KubeRay's
+"""KubeRay admission rules on hand-built objects: the rayservice-spec rule (tpuray/policies/rules_kuberay.py `_rayservice_spec`, after KubeRay's
 ValidateRayServiceMetadata and ValidateRayServiceSpec) and the Service port names of
 ray-ports-not-public (rules_security.py `_service_exposure`), on hand-built objects with
 literal messages."""
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tpuray.policies.core import Resource
-from tpuray.policies.rules_kuberay import _rayservice_spec
+from tpuray.policies.rules_kuberay import _rayjob_lifecycle, _rayservice_spec, _version, _worker_replicas
 from tpuray.policies.rules_security import _service_exposure
 
 TIMEOUT = "ray.io/initializing-timeout"
@@ -92,3 +92,73 @@ def test_a_public_service_exposing_ray_ports_by_name_lists_each_name_once() -> N
         "who reaches them: use ClusterIP (kubectl port-forward / IAP) or an internal LoadBalancer "
         "(networking.gke.io/load-balancer-type: Internal)"
     ]
+
+
+# ---------------------------------------------------------------------------- rayjob-lifecycle boundaries
+
+SELECTOR_REFUSED = (
+    "RayJob/train: spec.clusterSelector needs a non-empty 'ray.io/cluster' and no suspend, backoffLimit > 0 or "
+    "SidecarMode; KubeRay refuses the combination"
+)
+OWN_CLUSTER = {"rayClusterSpec": {}, "shutdownAfterJobFinishes": True}
+SELECTOR = {"clusterSelector": {"ray.io/cluster": "shared"}}
+
+
+def job(spec: dict[str, Any]) -> Resource:
+    props = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "train"}, "spec": spec}
+    return Resource("kubernetes:ray.io/v1:RayJob", "train", props)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {**OWN_CLUSTER, "ttlSecondsAfterFinished": 0},
+        {**OWN_CLUSTER, "activeDeadlineSeconds": 1},
+        {**OWN_CLUSTER, "submissionMode": "InteractiveMode"},
+        {**OWN_CLUSTER, "submissionMode": "InteractiveMode", "backoffLimit": 0},
+        SELECTOR,
+        {**SELECTOR, "submissionMode": "K8sJobMode", "backoffLimit": 0},
+    ],
+    ids=["ttl 0", "deadline 1 s", "interactive", "interactive, backoff 0", "selector", "selector, K8sJobMode"],
+)
+def test_rayjob_settings_at_the_edge_of_what_kuberay_accepts_pass(spec: dict[str, Any]) -> None:
+    assert list(_rayjob_lifecycle(job(spec), {})) == []
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {**SELECTOR, "backoffLimit": 1},
+        {**SELECTOR, "submissionMode": "SidecarMode"},
+        {"clusterSelector": {"team": "ml"}, "submissionMode": "K8sJobMode"},
+    ],
+    ids=["backoff 1", "SidecarMode", "no ray.io/cluster"],
+)
+def test_a_cluster_selector_with_retries_a_sidecar_or_no_cluster_name_is_refused(spec: dict[str, Any]) -> None:
+    assert list(_rayjob_lifecycle(job(spec), {})) == [SELECTOR_REFUSED]
+
+
+def test_one_retry_in_interactive_mode_is_refused() -> None:
+    spec = {**OWN_CLUSTER, "submissionMode": "InteractiveMode", "backoffLimit": 1}
+    assert list(_rayjob_lifecycle(job(spec), {})) == [
+        "RayJob/train: spec.backoffLimit is 1 in InteractiveMode; KubeRay refuses it: set 0"
+    ]
+
+
+def test_a_negative_min_replicas_names_the_field() -> None:
+    containers = {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    spec = {
+        "headGroupSpec": containers,
+        "workerGroupSpecs": [{"groupName": "w", "minReplicas": -1, "maxReplicas": 2, **containers}],
+    }
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster", "c", {"kind": "RayCluster", "metadata": {"name": "c"}, "spec": spec}
+    )
+    assert list(_worker_replicas(cluster, {})) == [
+        "RayCluster/c: spec.workerGroupSpecs[0] (group 'w').minReplicas is -1; KubeRay refuses a negative count: use 0 "
+        "or more"
+    ]
+
+
+def test_a_version_may_start_with_a_lowercase_v_only() -> None:
+    assert [_version(v) for v in ("v2.52.0", " 2.52 ", "V2.52.0")] == [(2, 52, 0), (2, 52), None]
