@@ -1,7 +1,7 @@
-"""KubeRay admission rules on hand-built objects: the rayservice-spec rule (tpuray/policies/rules_kuberay.py `_rayservice_spec`, after KubeRay's
-ValidateRayServiceMetadata and ValidateRayServiceSpec) and the Service port names of
-ray-ports-not-public (rules_security.py `_service_exposure`), on hand-built objects with
-literal messages."""
+"""KubeRay admission rules on hand-built objects, with literal messages: rayservice-spec
+(tpuray/policies/rules_kuberay.py `_rayservice_spec`, after KubeRay's ValidateRayServiceMetadata
+and ValidateRayServiceSpec), rayjob-lifecycle's edges, worker replica counts, versions, and
+the Service port names of ray-ports-not-public (rules_security.py `_service_exposure`)."""
 
 from __future__ import annotations
 
