@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from tpuray.policies.core import Resource
-from tpuray.policies.rules_kuberay import _rayjob_lifecycle, _rayservice_spec, _version, _worker_replicas
+from tpuray.policies.rules_kuberay import (
+    _group_resources_and_labels,
+    _rayjob_lifecycle,
+    _rayservice_spec,
+    _token_auth_version,
+    _version,
+    _worker_replicas,
+)
 from tpuray.policies.rules_security import _service_exposure
 
 TIMEOUT = "ray.io/initializing-timeout"
@@ -162,3 +169,53 @@ def test_a_negative_min_replicas_names_the_field() -> None:
 
 def test_a_version_may_start_with_a_lowercase_v_only() -> None:
     assert [_version(v) for v in ("v2.52.0", " 2.52 ", "V2.52.0")] == [(2, 52, 0), (2, 52), None]
+
+
+# ---------------------------------------------------------------------------- group params, labels, token auth
+
+WHERE = "RayCluster/c: spec.workerGroupSpecs[0] (group 'w')"
+
+
+def ray_cluster(spec: dict[str, Any] | None = None, worker: dict[str, Any] | None = None) -> Resource:
+    containers = {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    body = {"headGroupSpec": containers, "workerGroupSpecs": [{"groupName": "w", **containers, **(worker or {})}]}
+    props = {"kind": "RayCluster", "metadata": {"name": "c"}, "spec": {**body, **(spec or {})}}
+    return Resource("kubernetes:ray.io/v1:RayCluster", "c", props)
+
+
+def test_resources_in_both_places_name_each_ray_start_param() -> None:
+    worker = {"rayStartParams": {"num-cpus": "1", "memory": "2"}, "resources": {"CPU": "1"}}
+    assert list(_group_resources_and_labels(ray_cluster(worker=worker), {})) == [
+        f"{WHERE} sets resources in both rayStartParams (num-cpus, memory) and resources; KubeRay refuses the pair: "
+        "use only one"
+    ]
+
+
+def test_label_names_and_values_of_63_characters_pass_and_64_are_refused() -> None:
+    labels = {"a" * 63: "b" * 63, "x/" + "a" * 64: "v", "k": "v" * 64, "n": 5}
+    assert list(_group_resources_and_labels(ray_cluster(worker={"labels": labels}), {})) == [
+        f"{WHERE}.labels key {'x/' + 'a' * 64!r} is not a valid Kubernetes label key; KubeRay refuses it",
+        f"{WHERE}.labels['k'] is {'v' * 64!r}, not a valid Kubernetes label value (63 characters of letters, digits, "
+        "'-', '_', '.'); KubeRay refuses it",
+        f"{WHERE}.labels['n'] is 5, not a valid Kubernetes label value (63 characters of letters, digits, '-', '_', "
+        "'.'); KubeRay refuses it",
+    ]
+
+
+@pytest.mark.parametrize(("version", "k8s"), [("2.52", False), ("2.52.0", False), ("2.55", True), ("2.55.0", True)])
+def test_token_auth_from_its_first_ray_version_passes(version: str, k8s: bool) -> None:
+    auth = {"mode": "token", "enableK8sTokenAuth": k8s}
+    assert list(_token_auth_version(ray_cluster({"rayVersion": version, "authOptions": auth}), {})) == []
+
+
+def test_kubernetes_token_auth_just_before_2_55_is_refused() -> None:
+    auth = {"mode": "token", "enableK8sTokenAuth": True}
+    assert list(_token_auth_version(ray_cluster({"rayVersion": "2.54.9", "authOptions": auth}), {})) == [
+        "RayCluster/c: spec.authOptions.enableK8sTokenAuth needs rayVersion 2.55.0 or later, got '2.54.9'"
+    ]
+
+
+def test_min_replicas_above_a_max_of_zero_is_refused() -> None:
+    assert list(_worker_replicas(ray_cluster(worker={"minReplicas": 2, "maxReplicas": 0}), {})) == [
+        f"{WHERE}.minReplicas 2 is greater than maxReplicas 0; KubeRay refuses the group: make minReplicas <= maxReplicas"
+    ]
