@@ -11,6 +11,7 @@ import pytest
 
 from tpuray.policies.core import Resource
 from tpuray.policies.rules_kuberay import (
+    _autoscaler,
     _group_resources_and_labels,
     _rayjob_lifecycle,
     _rayservice_spec,
@@ -218,4 +219,32 @@ def test_kubernetes_token_auth_just_before_2_55_is_refused() -> None:
 def test_min_replicas_above_a_max_of_zero_is_refused() -> None:
     assert list(_worker_replicas(ray_cluster(worker={"minReplicas": 2, "maxReplicas": 0}), {})) == [
         f"{WHERE}.minReplicas 2 is greater than maxReplicas 0; KubeRay refuses the group: make minReplicas <= maxReplicas"
+    ]
+
+
+def test_the_autoscaler_v2_variable_set_to_1_needs_in_tree_autoscaling() -> None:
+    env = [{"name": "RAY_enable_autoscaler_v2", "value": "1"}]
+    head = {"template": {"spec": {"containers": [{"name": "c", "image": "x", "env": env}]}}}
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster",
+        "c",
+        {"kind": "RayCluster", "metadata": {"name": "c"}, "spec": {"headGroupSpec": head}},
+    )
+    assert list(_autoscaler(cluster, {})) == [
+        "RayCluster/c: the head sets RAY_enable_autoscaler_v2=true but spec.enableInTreeAutoscaling is not true; "
+        "KubeRay refuses it: set enableInTreeAutoscaling: true or drop the variable"
+    ]
+
+
+def test_kubernetes_token_auth_on_a_rayservice_is_refused() -> None:
+    auth = {"mode": "token", "enableK8sTokenAuth": True}
+    config = {"rayVersion": "2.55.0", "authOptions": auth, "headGroupSpec": {"template": {"spec": {"containers": []}}}}
+    service = Resource(
+        "kubernetes:ray.io/v1:RayService",
+        "s",
+        {"kind": "RayService", "metadata": {"name": "s"}, "spec": {"rayClusterConfig": config}},
+    )
+    assert list(_token_auth_version(service, {})) == [
+        "RayService/s: spec.rayClusterConfig.authOptions.enableK8sTokenAuth is not supported for a RayService by "
+        "KubeRay: remove it"
     ]
