@@ -55,6 +55,7 @@ POLICY_TESTS = [
     "tests/test_hardening_rule_parts.py",
     "tests/test_rayservice_spec_rule.py",
     "tests/test_stack_providers.py",
+    "tests/test_expanded_pods.py",
 ]
 
 # group -> (files mutmut mutates, fast test files that specify them)
