@@ -56,6 +56,7 @@ POLICY_TESTS = [
     "tests/test_rayservice_spec_rule.py",
     "tests/test_stack_providers.py",
     "tests/test_expanded_pods.py",
+    "tests/test_hf_token_mount_rule.py",
 ]
 
 # group -> (files mutmut mutates, fast test files that specify them)
