@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from tpuray.policies.core import Resource
-from tpuray.policies.rules_secrets import _token_mounted, _token_paths
+from tpuray.policies.core import Finding, Resource
+from tpuray.policies.rules_secrets import _provider_class_declared, _token_mounted, _token_paths
 
 DRIVER = "secrets-store-gke.csi.k8s.io"
 SERVE = yaml.safe_dump(
@@ -61,3 +61,32 @@ def test_a_volume_of_the_driver_without_a_secret_provider_class_is_not_the_token
 
 def test_a_rayservice_without_a_cluster_config_has_no_group_to_judge() -> None:
     assert list(_token_mounted(service(None), {})) == []
+
+
+def test_a_driver_volume_after_another_volume_must_name_a_declared_provider_class() -> None:
+    volumes = [
+        {"name": "cache", "emptyDir": {}},
+        {"name": "hf", "csi": {"driver": DRIVER, "volumeAttributes": {"secretProviderClass": "missing"}}},
+    ]
+    head = {"template": {"spec": {"containers": [], "volumes": volumes}}}
+    props = {
+        "kind": "RayService",
+        "metadata": {"name": "serve", "namespace": "ray"},
+        "spec": {"rayClusterConfig": {"headGroupSpec": head}},
+    }
+    found = list(_provider_class_declared([Resource("kubernetes:ray.io/v1:RayService", "s", props, urn="urn:s")], {}))
+    assert found == [
+        Finding(
+            "RayService/serve: spec.rayClusterConfig.headGroupSpec volume 'hf' names SecretProviderClass 'missing', "
+            "which the stack does not declare in namespace 'ray'; the pods stay ContainerCreating with a mount error: "
+            "declare it there (tpuray:workloads.serve.hfTokenSecret renders both)",
+            "urn:s",
+        )
+    ]
+
+
+def test_a_rayservice_without_a_cluster_config_declares_no_volume() -> None:
+    bare = Resource(
+        "kubernetes:ray.io/v1:RayService", "b", {"kind": "RayService", "metadata": {"name": "b"}, "spec": {}}
+    )
+    assert list(_provider_class_declared([bare], {})) == []
