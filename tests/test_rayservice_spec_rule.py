@@ -19,7 +19,7 @@ from tpuray.policies.rules_kuberay import (
     _version,
     _worker_replicas,
 )
-from tpuray.policies.rules_security import _service_exposure
+from tpuray.policies.rules_security import _ports_not_public, _service_exposure
 
 TIMEOUT = "ray.io/initializing-timeout"
 INCREMENTAL = "NewClusterWithIncrementalUpgrade"
@@ -247,4 +247,22 @@ def test_kubernetes_token_auth_on_a_rayservice_is_refused() -> None:
     assert list(_token_auth_version(service, {})) == [
         "RayService/s: spec.rayClusterConfig.authOptions.enableK8sTokenAuth is not supported for a RayService by "
         "KubeRay: remove it"
+    ]
+
+
+def test_an_ingress_marked_internal_by_its_class_annotation_may_route_to_a_ray_port() -> None:
+    backend = {"service": {"name": "ray-head", "port": {"number": 8265}}}
+
+    def ingress(annotations: dict[str, str]) -> Resource:
+        props = {
+            "kind": "Ingress",
+            "metadata": {"name": "dash", "annotations": annotations},
+            "spec": {"defaultBackend": backend},
+        }
+        return Resource("kubernetes:networking.k8s.io/v1:Ingress", "i", props)
+
+    assert list(_ports_not_public(ingress({"kubernetes.io/ingress.class": "gce-internal"}), {})) == []
+    assert list(_ports_not_public(ingress({"kubernetes.io/ingress.class": "gce"}), {})) == [
+        "Ingress/dash: spec.defaultBackend.service.port is 8265 (dashboard), a Ray head port, behind a public Ingress: "
+        "route only the Serve application through an authenticating proxy, or use an internal Ingress class"
     ]
