@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpuray.policies.core import UNKNOWN, Resource
-from tpuray.policies.rules_stack import Provider, node_pool_shape, providers
+from tpuray.policies.core import UNKNOWN, Finding, Resource
+from tpuray.policies.rules_stack import Provider, _topology_provided, node_pool_shape, providers
 
 POOL = "gcp:container/nodePool:NodePool"
 CC_LABEL = "cloud.google.com/compute-class"
@@ -66,3 +66,41 @@ def test_an_empty_policy_name_leaves_the_placement_topology_in_charge() -> None:
 
 def test_a_pool_without_a_machine_type_is_not_a_tpu_pool() -> None:
     assert node_pool_shape(pool("p", None), []) is None
+
+
+def test_a_group_without_a_topology_selector_is_left_to_tpu_node_selectors_and_the_next_group_is_judged() -> None:
+    def group(name: str, selector: dict[str, str]) -> dict[str, Any]:
+        tpu = {"google.com/tpu": 4}
+        container = {"name": "w", "image": "x", "resources": {"limits": tpu, "requests": tpu}}
+        return {
+            "groupName": name,
+            "replicas": 1,
+            "numOfHosts": 4,
+            "template": {"spec": {"nodeSelector": selector, "containers": [container]}},
+        }
+
+    accelerator = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}
+    spec = {
+        "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}},
+        "workerGroupSpecs": [
+            group("a", accelerator),
+            group("b", {**accelerator, "cloud.google.com/gke-tpu-topology": "2x4"}),
+        ],
+    }
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster",
+        "rc",
+        {"kind": "RayCluster", "metadata": {"name": "train"}, "spec": spec},
+        urn="urn:rc",
+    )
+    found = list(
+        _topology_provided([pool("v6e", "ct6e-standard-4t", {"type": "COMPACT", "tpuTopology": "4x4"}), cluster], {})
+    )
+    assert found == [
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').template.spec.nodeSelector asks tpu-v6e-slice 2x4 "
+            "with 4 chips per host, but this stack provides tpu-v6e-slice 4x4 x4; the pods would stay Pending: add a "
+            "slice pool or ComputeClass priority with that shape, or change the selectors",
+            "urn:rc",
+        )
+    ]
