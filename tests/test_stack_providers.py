@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from tpuray.policies.core import UNKNOWN, Finding, Resource
-from tpuray.policies.rules_stack import Provider, _topology_provided, node_pool_shape, providers
+from tpuray.policies.rules_stack import (
+    Provider,
+    _compute_class_service_account,
+    _topology_provided,
+    node_pool_shape,
+    providers,
+)
 
 POOL = "gcp:container/nodePool:NodePool"
 CC_LABEL = "cloud.google.com/compute-class"
@@ -104,3 +110,36 @@ def test_a_group_without_a_topology_selector_is_left_to_tpu_node_selectors_and_t
             "urn:rc",
         )
     ]
+
+
+# ---------------------------------------------------------------------------- compute-class-service-account
+
+CLUSTER = "gcp:container/cluster:Cluster"
+AUTO_CREATING = {"nodePoolAutoCreation": {"enabled": True}, "priorities": []}
+
+
+def auto_creating_class() -> Resource:
+    props = {"kind": "ComputeClass", "metadata": {"name": "tpu"}, "spec": AUTO_CREATING}
+    return Resource("kubernetes:cloud.google.com/v1:ComputeClass", "cc", props, urn="urn:cc")
+
+
+def test_a_cluster_default_service_account_for_auto_created_pools_covers_a_class_without_one() -> None:
+    nap = {"autoProvisioningDefaults": {"serviceAccount": "nodes@acme.iam.gserviceaccount.com"}}
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": nap})
+    assert list(_compute_class_service_account([cluster, auto_creating_class()], {})) == []
+
+
+def test_a_class_auto_creating_pools_on_a_cluster_without_a_default_account_is_found() -> None:
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": {"autoProvisioningDefaults": {}}})
+    assert list(_compute_class_service_account([cluster, auto_creating_class()], {})) == [
+        Finding(
+            "ComputeClass/tpu: spec.nodePoolConfig.serviceAccount is unset and the cluster sets no "
+            "clusterAutoscaling.autoProvisioningDefaults.serviceAccount, so node pools this class auto-creates run as "
+            "the Compute Engine default account: set spec.nodePoolConfig.serviceAccount to the node service account",
+            "urn:cc",
+        )
+    ]
+
+
+def test_without_a_cluster_there_is_no_default_to_judge() -> None:
+    assert list(_compute_class_service_account([auto_creating_class()], {})) == []
