@@ -10,6 +10,7 @@ from tpuray.policies.core import UNKNOWN, Finding, Resource
 from tpuray.policies.rules_stack import (
     Provider,
     _compute_class_service_account,
+    _node_pool_slice_shape,
     _topology_provided,
     node_pool_shape,
     providers,
@@ -143,3 +144,36 @@ def test_a_class_auto_creating_pools_on_a_cluster_without_a_default_account_is_f
 
 def test_without_a_cluster_there_is_no_default_to_judge() -> None:
     assert list(_compute_class_service_account([auto_creating_class()], {})) == []
+
+
+def test_node_pool_slice_shape_reads_every_pool_past_the_ones_it_skips() -> None:
+    def tpu_pool(name: str, placement: dict[str, Any], **extra: Any) -> Resource:
+        props = {"name": name, "nodeConfig": {"machineType": "ct6e-standard-4t"}, "placementPolicy": placement, **extra}
+        return Resource(POOL, name, props, urn=f"urn:{name}")
+
+    compact = {"type": "COMPACT", "tpuTopology": "4x4"}
+    resources = [
+        Resource(POOL, "n2", {"name": "n2", "nodeConfig": {"machineType": "n2-standard-8"}}),  # not a TPU pool
+        tpu_pool("host", {}),  # single host: nothing to place
+        tpu_pool("spread", {"type": "SPREAD", "tpuTopology": "4x4"}, nodeCount=4, initialNodeCount=1),
+        tpu_pool("auto", compact, autoscaling={"totalMaxNodeCount": 4, "totalMinNodeCount": 4, "minNodeCount": 2}),
+        tpu_pool("auto-from-zero", compact, autoscaling={"maxNodeCount": 4}),
+        tpu_pool("auto-min-1", compact, autoscaling={"totalMaxNodeCount": 4, "minNodeCount": 1}),
+        tpu_pool("two-nodes", compact, nodeCount=2),
+    ]
+    assert list(_node_pool_slice_shape(resources, {})) == [
+        Finding(
+            "NodePool spread: placementPolicy.type is 'SPREAD'; a v6e 4x4 slice is placed COMPACT with tpu_topology 4x4: "
+            "set type: COMPACT",
+            "urn:spread",
+        ),
+        Finding(
+            "NodePool auto-min-1: autoscaling min node count is 1; a slice is all 4 hosts or none: set 0 or 4",
+            "urn:auto-min-1",
+        ),
+        Finding(
+            "NodePool two-nodes: node count is 2; a v6e 4x4 slice on ct6e-standard-4t is 4 hosts in one node pool: set "
+            "the node count to 4",
+            "urn:two-nodes",
+        ),
+    ]
