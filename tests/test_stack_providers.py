@@ -15,6 +15,7 @@ from tpuray.policies.rules_stack import (
     node_pool_shape,
     providers,
 )
+from tpuray.policies.rules_tpu import _ray_labels
 
 POOL = "gcp:container/nodePool:NodePool"
 CC_LABEL = "cloud.google.com/compute-class"
@@ -176,4 +177,31 @@ def test_node_pool_slice_shape_reads_every_pool_past_the_ones_it_skips() -> None
             "the node count to 4",
             "urn:two-nodes",
         ),
+    ]
+
+
+def test_the_required_ray_labels_come_from_the_policy_config_and_only_the_slice_pool_gets_a_hint() -> None:
+    tpu = {"google.com/tpu": 4}
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": "2x2"}
+    container = {"name": "w", "image": "x", "resources": {"limits": tpu, "requests": tpu}}
+    group = {
+        "groupName": "w",
+        "replicas": 1,
+        "numOfHosts": 1,
+        "labels": {},
+        "template": {"spec": {"nodeSelector": selector, "containers": [container]}},
+    }
+    head = {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}}
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster",
+        "rc",
+        {
+            "kind": "RayCluster",
+            "metadata": {"name": "train"},
+            "spec": {"headGroupSpec": head, "workerGroupSpecs": [group]},
+        },
+    )
+    assert list(_ray_labels(cluster, {"requiredLabels": ["team"]})) == [
+        "RayCluster/train: spec.workerGroupSpecs[0] (group 'w').labels has no 'team'; slice-aware scheduling selects TPU "
+        "hosts by Ray node labels: add team"
     ]
