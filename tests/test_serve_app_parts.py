@@ -67,3 +67,16 @@ def test_an_image_is_allowed_when_a_pattern_matches_it_case_sensitively() -> Non
         False,
     ]
     assert _allowed("vllm/vllm-tpu:v1", {}) is False
+
+
+def test_a_built_image_by_digest_stands_for_the_tpu_base_its_pod_records() -> None:
+    from tpuray.policies.rules_workload import built_base
+
+    built = "us-docker.pkg.dev/acme/ray/ray-tpu@sha256:" + "a" * 64
+    base = "tpuray.dev/base-image"
+    assert [
+        built_base(built, {base: "rayproject/ray:2.60.0-py312-tpu"}),
+        built_base(built, {base: "rayproject/ray:2.60.0-py312"}),
+        built_base(built, {}),
+        built_base("rayproject/ray:2.60.0-py312-tpu", {base: "rayproject/ray:2.60.0-py312-tpu"}),
+    ] == ["rayproject/ray:2.60.0-py312-tpu", None, None, None]
