@@ -32,6 +32,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / ".mutation"
 
+RULES_MODULES = sorted(p.stem for p in (ROOT / "tpuray" / "policies").glob("rules_*.py"))
+
+# The policy tests. Most of them run the whole pack on one fixture, so every rule function is
+# called by every one of them, and mutmut (which selects for each mutant the tests that called
+# the mutated function) would run all of them, about 400, for every surviving rule mutant.
+# Each rules module is therefore its own group, run against the tests of these files that
+# concern it (policy_selection): the per-fixture tests of its own rules, the test that runs
+# its rules alone on every fixture (test_policy_modules.py, which catches a rule firing on
+# another rule's fixture), and every test that is not about one rule (unit tests, the
+# conformance samples).
+POLICY_TESTS = [
+    "tests/test_policy_branches.py",
+    "tests/test_policy_internals.py",
+    "tests/test_policy_modules.py",
+    "tests/test_security_policies.py",
+    "tests/test_podsecurity.py",
+    "tests/test_check.py",
+    "tests/test_policies.py",
+    "tests/test_kuberay_versions.py",
+    "tests/test_serve_app_parts.py",
+    "tests/test_hardening_rule_parts.py",
+    "tests/test_rayservice_spec_rule.py",
+    "tests/test_stack_providers.py",
+    "tests/test_expanded_pods.py",
+    "tests/test_hf_token_mount_rule.py",
+]
+
 # group -> (files mutmut mutates, fast test files that specify them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "catalog": (
@@ -46,18 +73,8 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["tpuray/capacity.py", "infra/components/capacity_chain.py"],
         ["tests/test_capacity_table.py", "tests/test_config_checks.py"],
     ),
-    "policies": (
-        ["tpuray/policies/rules_*.py"],
-        [
-            "tests/test_policy_branches.py",
-            "tests/test_policy_internals.py",
-            "tests/test_security_policies.py",
-            "tests/test_podsecurity.py",
-            # bad/ and good/ fixtures per rule (test_policy_branches has the per-path ones)
-            "tests/test_check.py",
-            "tests/test_policies.py",
-        ],
-    ),
+    # one group per rules module (policy_selection below picks its tests): see POLICY_TESTS
+    **{f"policies-{m.removeprefix('rules_')}": ([f"tpuray/policies/{m}.py"], []) for m in RULES_MODULES},
     "slices": (["ray_apps/slices.py"], ["tests/test_slices_choice.py", "tests/test_slices_reserve_timing.py"]),
     "diff": (["tpuray/diff.py"], ["tests/test_diff_units.py", "tests/test_exit_codes.py"]),
     "cli": (
@@ -68,6 +85,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_check.py",
             "tests/test_check_output.py",
             "tests/test_cli_parser.py",
+            "tests/test_preview_output.py",
         ],
     ),
 }
@@ -87,12 +105,52 @@ FORKSERVER = {"config", "cli"}
 # in mutmut's forked run one sat in epoll_wait for minutes at 5 % CPU). The rules on
 # the stacks' objects are pinned per path by test_policy_branches; these two stay in the
 # fast suite.
-DESELECT: dict[str, list[str]] = {
-    "policies": [
-        "tests/test_policies.py::test_stack_has_no_mandatory_violation",
-        "tests/test_check.py::test_stacks_rendered_manifests_pass_check",
-    ],
-}
+POLICY_DESELECT = [
+    "tests/test_policies.py::test_stack_has_no_mandatory_violation",
+    "tests/test_check.py::test_stacks_rendered_manifests_pass_check",
+]
+
+_SELECT = """
+import json, sys
+import pytest
+import tpuray.policies as pack
+
+module = sys.argv[1]
+rules = {r.name: m for m in vars(pack) if m.startswith("rules_") for r in getattr(pack, m).RULES}
+modules = set(rules.values())
+
+class Ids:
+    ids = []
+    def pytest_collection_finish(self, session):  # after --deselect and -m
+        self.ids += [i.nodeid for i in session.items]
+
+ids = Ids()
+args = ["-q", "--collect-only", "-p", "no:cacheprovider", "-m", "not slow", *sys.argv[2:]]
+assert pytest.main(args, plugins=[ids]) == 0
+def concerns(nodeid):
+    param = nodeid.partition("[")[2].rstrip("]")
+    about = param.split("/")[0].split("--")[0]
+    if about in rules:
+        return rules[about] == module
+    return param not in modules or param == module
+print("SELECTED " + json.dumps([i for i in ids.ids if concerns(i)]))
+"""
+
+
+def policy_selection(module: str) -> list[str]:
+    """The node ids of POLICY_TESTS that concern `module` (a rules module): a test
+    parametrized by a rule name (`[rule]`, `[rule/case]`, `[rule--case]`) or by a rules module
+    (`[rules_x]`) when that rule or module is this one, and every other test. Collected in a
+    child process: this one must not import tpuray before mutmut points it at mutants/."""
+    deselect = [a for t in POLICY_DESELECT for a in ("--deselect", t)]
+    out = subprocess.run(
+        [sys.executable, "-c", _SELECT, module, *POLICY_TESTS, *deselect],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.rpartition("SELECTED ")[2])
 
 
 def run_group(name: str, max_children: int) -> None:
@@ -103,9 +161,10 @@ def run_group(name: str, max_children: int) -> None:
     only, tests = GROUPS[name]
     cfg = configuration._load_config()
     cfg.only_mutate = only
-    cfg.pytest_add_cli_args_test_selection = [t for t in tests if (ROOT / t).exists()]
-    for test in DESELECT.get(name, []):
-        cfg.pytest_add_cli_args = [*cfg.pytest_add_cli_args, "--deselect", test]
+    if name.startswith("policies-"):
+        tests = policy_selection(Path(only[0]).stem)
+        print(f"{name}: {len(tests)} tests", flush=True)
+    cfg.pytest_add_cli_args_test_selection = [t for t in tests if (ROOT / t.partition("::")[0]).exists()]
     # mutmut stops a mutant after (recorded test time + 1 s) x timeout_multiplier of wall time
     # and counts it as killed. Its default 15 is hit by plain boundary mutants on a shared
     # 2-core machine at load 20 (seen: `len(name) > 30` to `>= 30` "timed out" after 39 s),

@@ -238,3 +238,9 @@ def test_a_billing_sku_is_priced_as_its_tier(usage_type: str, description: str, 
 
 def test_a_commitment_sku_is_no_tiers_price() -> None:
     assert capacity.tier_of_sku("Commit1Yr", "Commitment v1: TPU v6e in Americas for 1 Year") is None
+
+
+def test_an_unknown_tier_key_is_the_key_error_raised() -> None:
+    with pytest.raises(KeyError) as raised:
+        capacity.by_key("preemptible")
+    assert raised.value.args == ("preemptible",)

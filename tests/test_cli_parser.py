@@ -4,6 +4,8 @@ turns a command's expected error or an interrupt into an exit status and one lin
 from __future__ import annotations
 
 import argparse
+import io
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,55 @@ def test_a_command_returning_none_exits_0(monkeypatch: pytest.MonkeyPatch) -> No
     sub.add_parser("quiet").set_defaults(handler=lambda args: None)
     monkeypatch.setattr(cli, "build_parser", lambda argv: parser)
     assert cli.main(["quiet"]) == 0
+
+
+def test_the_help_names_the_tool_its_purpose_and_the_command_slot(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.splitlines()[:4] == [
+        "usage: tpuray [-h] COMMAND ...",
+        "",
+        "Ray workloads on GKE TPU slices.",
+        "",
+    ]
+
+
+def test_no_command_exits_2_asking_for_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "tpuray: error: the following arguments are required: COMMAND"
+
+
+def test_without_arguments_main_reads_the_command_line_and_loads_only_its_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[list[str] | None] = []
+
+    def build_parser(argv: list[str] | None) -> argparse.ArgumentParser:
+        parsed.append(argv)
+        parser = argparse.ArgumentParser(prog="tpuray")
+        parser.add_subparsers(dest="command", required=True).add_parser("quiet").set_defaults(handler=lambda a: 7)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    monkeypatch.setattr(cli.sys, "argv", ["tpuray", "quiet"])
+    assert cli.main() == 7
+    assert parsed == [["quiet"]]
+
+
+def test_on_a_terminal_only_the_error_prefix_is_coloured(monkeypatch: pytest.MonkeyPatch) -> None:
+    # rich's highlighter would colour the quoted value and the number of the line.
+    out = io.StringIO()
+
+    class Terminal(cli.Console):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{**kwargs, "file": out, "force_terminal": True, "color_system": "standard"})
+
+    monkeypatch.setattr(cli, "Console", Terminal)
+    monkeypatch.setattr(
+        cli, "build_parser", lambda argv: _parser_whose_command_raises(TpurayError("'4x3' is 12 chips"))
+    )
+    assert cli.main(["boom"]) == 2
+    assert out.getvalue() == "\x1b[1;31merror:\x1b[0m '4x3' is 12 chips\n"

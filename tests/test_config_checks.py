@@ -48,6 +48,12 @@ CASES: list[tuple[str, Edit, str]] = [
      "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform, tpuray:observability, tpuray:images"),
     ("unknown nested key", lambda c: pool(c).update(topolgy="4x4"),
      "tpuray:slicePools[0].topolgy: unknown key (value '4x4'); check the spelling in docs/configuration.md"),
+    # A key the user wrote with brackets is shown as written (the location is the user's keys,
+    # indexes as [i]; pydantic adds no segments of its own for this schema).
+    ("unknown nested key with brackets", lambda c: pool(c).update({"capacity[1]": "spot"}),
+     "tpuray:slicePools[0].capacity[1]: unknown key (value 'spot'); check the spelling in docs/configuration.md"),
+    ("price of a generation key with brackets", lambda c: c.update(prices={"v6e[eu]": {"spot": "cheap"}}),
+     "tpuray:prices.v6e[eu].spot: 'cheap' is invalid; input should be a valid number, unable to parse string as a number"),
     ("required key missing", lambda c: c["gcp"].pop("project"),
      "tpuray:gcp.project: missing; this key is required"),
     ("reservation without a name", tiers({"reservation": {}}),

@@ -32,7 +32,7 @@ STACK_BAD = sorted(p.stem.removeprefix("bad-") for p in (FIXTURES / "stack").glo
 
 
 def stack_targets(path: Path) -> list[Target]:
-    items: list[dict[str, Any]] = yaml.safe_load(path.read_text())
+    items: list[dict[str, Any]] = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)  # libyaml: large files
     return [Target(Resource(i["type"], i["name"], i["inputs"], urn("fixture", i["type"], i["name"]))) for i in items]
 
 

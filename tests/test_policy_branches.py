@@ -44,7 +44,7 @@ def expected(path: Path) -> str:
 
 
 def analyze_stack(path: Path) -> list[Violation]:
-    items = yaml.safe_load(path.read_text())
+    items = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)  # libyaml: the stack fixtures are large
     targets = [Target(Resource(i["type"], i["name"], i["inputs"], urn("fixture", i["type"], i["name"]))) for i in items]
     config = load_config_file(config_file("prod"))
     return analyze(InProcessAnalyzer(), targets, config, {"ray-version-pinned": {"rayVersion": "2.60.0"}})

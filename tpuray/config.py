@@ -539,8 +539,9 @@ def _show(value: Any) -> str:
 def _pydantic_lines(err: ValidationError) -> list[str]:
     lines = []
     for e in err.errors():
-        # Drop the union/tag segments pydantic adds (e.g. 'function-before[...]').
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p))
+        # The user's keys (a key written with '[' shown as written) and list indexes: this schema's
+        # errors carry no segment of pydantic's own (tests/test_config_checks.py).
+        loc = tuple(e["loc"])
         key = _path(loc)
         kind = e["type"]
         msg = e["msg"][0].lower() + e["msg"][1:]

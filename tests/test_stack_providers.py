@@ -1,0 +1,207 @@
+"""What rules_stack reads as a stack's TPU providers (node pools and ComputeClass priorities)
+and a node pool's slice shape, on hand-built resources: tpu-topology-provided judges every
+Ray TPU group against this list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpuray.policies.core import UNKNOWN, Finding, Resource
+from tpuray.policies.rules_stack import (
+    Provider,
+    _compute_class_service_account,
+    _node_pool_slice_shape,
+    _topology_provided,
+    node_pool_shape,
+    providers,
+)
+from tpuray.policies.rules_tpu import _ray_labels
+
+POOL = "gcp:container/nodePool:NodePool"
+CC_LABEL = "cloud.google.com/compute-class"
+
+
+def pool(
+    name: str, machine: Any, placement: dict[str, Any] | None = None, labels: dict[str, Any] | None = None
+) -> Resource:
+    node_config = {"machineType": machine, "labels": labels or {}}
+    return Resource(POOL, name, {"name": name, "nodeConfig": node_config, "placementPolicy": placement or {}})
+
+
+def compute_class(name: Any, priorities: list[dict[str, Any]]) -> Resource:
+    props = {"kind": "ComputeClass", "metadata": {"name": name}, "spec": {"priorities": priorities}}
+    return Resource("kubernetes:cloud.google.com/v1:ComputeClass", "cc", props)
+
+
+def test_providers_are_the_tpu_pools_then_each_complete_tpu_priority() -> None:
+    resources = [
+        pool("slice", "ct6e-standard-4t", {"type": "COMPACT", "tpuTopology": "4x4"}, {CC_LABEL: "v6e"}),
+        pool("host", "ct6e-standard-4t", labels={CC_LABEL: 5}),
+        pool("cpu", "n2-standard-8"),
+        compute_class(
+            "big",
+            [
+                {"tpu": {"type": "tpu-v6e-slice", "topology": "2x4", "count": 8}},
+                {"tpu": {"type": "tpu-v6e-slice"}},
+                {"tpu": {"topology": "4x4"}},
+                {"machineFamily": "n2"},
+            ],
+        ),
+        compute_class(None, [{"tpu": {"type": "tpu-v5p-slice", "topology": "2x2x1"}}]),
+    ]
+    assert providers(resources) == [
+        Provider("NodePool slice", "v6e", "tpu-v6e-slice", "4x4", 4),
+        Provider("NodePool host", None, "tpu-v6e-slice", "2x2", 4),
+        Provider("ComputeClass/big", "big", "tpu-v6e-slice", "2x4", 8),
+        Provider("ComputeClass/cc", None, "tpu-v5p-slice", "2x2x1", None),
+    ]
+
+
+def test_a_pool_without_placement_is_its_machines_single_host_slice() -> None:
+    ps = node_pool_shape(pool("host", "ct5p-hightpu-4t"), [])
+    assert ps is not None and ps.problem is None and ps.shape is not None
+    assert (ps.shape.generation, ps.shape.topology, ps.shape.hosts) == ("v5p", "2x2x1", 1)
+
+
+def test_a_pool_whose_topology_is_unknown_during_preview_has_no_shape_yet() -> None:
+    assert node_pool_shape(pool("p", "ct6e-standard-4t", {"tpuTopology": UNKNOWN}), []) is None
+
+
+def test_an_empty_policy_name_leaves_the_placement_topology_in_charge() -> None:
+    ps = node_pool_shape(pool("p", "ct6e-standard-4t", {"policyName": "", "tpuTopology": "4x4"}), [])
+    assert ps is not None and ps.shape is not None and (ps.shape.topology, ps.shape.hosts) == ("4x4", 4)
+
+
+def test_a_pool_without_a_machine_type_is_not_a_tpu_pool() -> None:
+    assert node_pool_shape(pool("p", None), []) is None
+
+
+def test_a_group_without_a_topology_selector_is_left_to_tpu_node_selectors_and_the_next_group_is_judged() -> None:
+    def group(name: str, selector: dict[str, str]) -> dict[str, Any]:
+        tpu = {"google.com/tpu": 4}
+        container = {"name": "w", "image": "x", "resources": {"limits": tpu, "requests": tpu}}
+        return {
+            "groupName": name,
+            "replicas": 1,
+            "numOfHosts": 4,
+            "template": {"spec": {"nodeSelector": selector, "containers": [container]}},
+        }
+
+    accelerator = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}
+    spec = {
+        "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}},
+        "workerGroupSpecs": [
+            group("a", accelerator),
+            group("b", {**accelerator, "cloud.google.com/gke-tpu-topology": "2x4"}),
+        ],
+    }
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster",
+        "rc",
+        {"kind": "RayCluster", "metadata": {"name": "train"}, "spec": spec},
+        urn="urn:rc",
+    )
+    found = list(
+        _topology_provided([pool("v6e", "ct6e-standard-4t", {"type": "COMPACT", "tpuTopology": "4x4"}), cluster], {})
+    )
+    assert found == [
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').template.spec.nodeSelector asks tpu-v6e-slice 2x4 "
+            "with 4 chips per host, but this stack provides tpu-v6e-slice 4x4 x4; the pods would stay Pending: add a "
+            "slice pool or ComputeClass priority with that shape, or change the selectors",
+            "urn:rc",
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------- compute-class-service-account
+
+CLUSTER = "gcp:container/cluster:Cluster"
+AUTO_CREATING = {"nodePoolAutoCreation": {"enabled": True}, "priorities": []}
+
+
+def auto_creating_class() -> Resource:
+    props = {"kind": "ComputeClass", "metadata": {"name": "tpu"}, "spec": AUTO_CREATING}
+    return Resource("kubernetes:cloud.google.com/v1:ComputeClass", "cc", props, urn="urn:cc")
+
+
+def test_a_cluster_default_service_account_for_auto_created_pools_covers_a_class_without_one() -> None:
+    nap = {"autoProvisioningDefaults": {"serviceAccount": "nodes@acme.iam.gserviceaccount.com"}}
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": nap})
+    assert list(_compute_class_service_account([cluster, auto_creating_class()], {})) == []
+
+
+def test_a_class_auto_creating_pools_on_a_cluster_without_a_default_account_is_found() -> None:
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": {"autoProvisioningDefaults": {}}})
+    assert list(_compute_class_service_account([cluster, auto_creating_class()], {})) == [
+        Finding(
+            "ComputeClass/tpu: spec.nodePoolConfig.serviceAccount is unset and the cluster sets no "
+            "clusterAutoscaling.autoProvisioningDefaults.serviceAccount, so node pools this class auto-creates run as "
+            "the Compute Engine default account: set spec.nodePoolConfig.serviceAccount to the node service account",
+            "urn:cc",
+        )
+    ]
+
+
+def test_without_a_cluster_there_is_no_default_to_judge() -> None:
+    assert list(_compute_class_service_account([auto_creating_class()], {})) == []
+
+
+def test_node_pool_slice_shape_reads_every_pool_past_the_ones_it_skips() -> None:
+    def tpu_pool(name: str, placement: dict[str, Any], **extra: Any) -> Resource:
+        props = {"name": name, "nodeConfig": {"machineType": "ct6e-standard-4t"}, "placementPolicy": placement, **extra}
+        return Resource(POOL, name, props, urn=f"urn:{name}")
+
+    compact = {"type": "COMPACT", "tpuTopology": "4x4"}
+    resources = [
+        Resource(POOL, "n2", {"name": "n2", "nodeConfig": {"machineType": "n2-standard-8"}}),  # not a TPU pool
+        tpu_pool("host", {}),  # single host: nothing to place
+        tpu_pool("spread", {"type": "SPREAD", "tpuTopology": "4x4"}, nodeCount=4, initialNodeCount=1),
+        tpu_pool("auto", compact, autoscaling={"totalMaxNodeCount": 4, "totalMinNodeCount": 4, "minNodeCount": 2}),
+        tpu_pool("auto-from-zero", compact, autoscaling={"maxNodeCount": 4}),
+        tpu_pool("auto-min-1", compact, autoscaling={"totalMaxNodeCount": 4, "minNodeCount": 1}),
+        tpu_pool("two-nodes", compact, nodeCount=2),
+    ]
+    assert list(_node_pool_slice_shape(resources, {})) == [
+        Finding(
+            "NodePool spread: placementPolicy.type is 'SPREAD'; a v6e 4x4 slice is placed COMPACT with tpu_topology 4x4: "
+            "set type: COMPACT",
+            "urn:spread",
+        ),
+        Finding(
+            "NodePool auto-min-1: autoscaling min node count is 1; a slice is all 4 hosts or none: set 0 or 4",
+            "urn:auto-min-1",
+        ),
+        Finding(
+            "NodePool two-nodes: node count is 2; a v6e 4x4 slice on ct6e-standard-4t is 4 hosts in one node pool: set "
+            "the node count to 4",
+            "urn:two-nodes",
+        ),
+    ]
+
+
+def test_the_required_ray_labels_come_from_the_policy_config_and_only_the_slice_pool_gets_a_hint() -> None:
+    tpu = {"google.com/tpu": 4}
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": "2x2"}
+    container = {"name": "w", "image": "x", "resources": {"limits": tpu, "requests": tpu}}
+    group = {
+        "groupName": "w",
+        "replicas": 1,
+        "numOfHosts": 1,
+        "labels": {},
+        "template": {"spec": {"nodeSelector": selector, "containers": [container]}},
+    }
+    head = {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}}
+    cluster = Resource(
+        "kubernetes:ray.io/v1:RayCluster",
+        "rc",
+        {
+            "kind": "RayCluster",
+            "metadata": {"name": "train"},
+            "spec": {"headGroupSpec": head, "workerGroupSpecs": [group]},
+        },
+    )
+    assert list(_ray_labels(cluster, {"requiredLabels": ["team"]})) == [
+        "RayCluster/train: spec.workerGroupSpecs[0] (group 'w').labels has no 'team'; slice-aware scheduling selects TPU "
+        "hosts by Ray node labels: add team"
+    ]
