@@ -63,7 +63,12 @@ POLICY_TESTS = [
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "catalog": (
         ["tpuray/catalog.py"],
-        ["tests/test_catalog.py", "tests/test_catalog_lookups.py", "tests/test_config_checks.py"],
+        [
+            "tests/test_catalog.py",
+            "tests/test_catalog_lookups.py",
+            "tests/test_catalog_ray.py",
+            "tests/test_config_checks.py",
+        ],
     ),
     "config": (
         ["tpuray/config.py"],
