@@ -11,6 +11,7 @@ from tpuray.policies.rules_stack import (
     Provider,
     _compute_class_service_account,
     _node_pool_slice_shape,
+    _spot_has_fallback,
     _topology_provided,
     node_pool_shape,
     providers,
@@ -204,4 +205,84 @@ def test_the_required_ray_labels_come_from_the_policy_config_and_only_the_slice_
     assert list(_ray_labels(cluster, {"requiredLabels": ["team"]})) == [
         "RayCluster/train: spec.workerGroupSpecs[0] (group 'w').labels has no 'team'; slice-aware scheduling selects TPU "
         "hosts by Ray node labels: add team"
+    ]
+
+
+# ---------------------------------------------------------------------------- spot-has-fallback
+
+SPOT_CLASS_MESSAGE = (
+    "Spot and no non-Spot priority follows it; a preemption wave leaves the workload with no capacity: add an "
+    "on-demand, reservation or flexStart priority after it"
+)
+SPOT_POOL_MESSAGE = (
+    "offers no non-Spot capacity; a preemption leaves the slice pool empty: add an on-demand, reservation or "
+    "flex-start tier after spot"
+)
+
+
+def tpu_node_pool(name: str, compute_class_name: str | None = None, **node_config: Any) -> Resource:
+    labels = {CC_LABEL: compute_class_name} if compute_class_name else {}
+    props = {"name": name, "nodeConfig": {"machineType": "ct6e-standard-4t", "labels": labels, **node_config}}
+    return Resource(POOL, name, props, urn=f"urn:{name}")
+
+
+def named_class(name: str, priorities: list[dict[str, Any]]) -> Resource:
+    props = {"kind": "ComputeClass", "metadata": {"name": name}, "spec": {"priorities": priorities}}
+    return Resource("kubernetes:cloud.google.com/v1:ComputeClass", name, props, urn=f"urn:cc-{name}")
+
+
+def test_a_spot_pool_whose_compute_class_has_an_on_demand_priority_has_a_fallback() -> None:
+    resources = [named_class("x", [{"machineFamily": "ct6e"}]), tpu_node_pool("s", "x", spot=True)]
+    assert list(_spot_has_fallback(resources, {})) == []
+
+
+def test_a_spot_pool_whose_compute_class_is_all_spot_has_no_fallback() -> None:
+    resources = [named_class("x", [{"spot": True}]), tpu_node_pool("s", "x", spot=True)]
+    assert list(_spot_has_fallback(resources, {})) == [
+        Finding(f"ComputeClass/x: spec.priorities[0] is {SPOT_CLASS_MESSAGE}", "urn:cc-x"),
+        Finding(f"NodePool s: nodeConfig.spot is true and its compute class 'x' {SPOT_POOL_MESSAGE}", "urn:s"),
+    ]
+
+
+def test_every_spot_priority_of_an_all_spot_class_is_reported() -> None:
+    assert list(_spot_has_fallback([named_class("x", [{"spot": True}, {"spot": True}])], {})) == [
+        Finding(f"ComputeClass/x: spec.priorities[0] is {SPOT_CLASS_MESSAGE}", "urn:cc-x"),
+        Finding(f"ComputeClass/x: spec.priorities[1] is {SPOT_CLASS_MESSAGE}", "urn:cc-x"),
+    ]
+
+
+def test_an_on_demand_priority_before_the_last_spot_priority_is_no_fallback_for_it() -> None:
+    assert list(_spot_has_fallback([named_class("x", [{"machineFamily": "ct6e"}, {"spot": True}])], {})) == [
+        Finding(f"ComputeClass/x: spec.priorities[1] is {SPOT_CLASS_MESSAGE}", "urn:cc-x"),
+    ]
+
+
+def test_a_preemptible_pool_is_spot_capacity() -> None:
+    assert list(_spot_has_fallback([tpu_node_pool("p", preemptible=True)], {})) == [
+        Finding(f"NodePool p: nodeConfig.spot is true and its compute class unset {SPOT_POOL_MESSAGE}", "urn:p"),
+    ]
+
+
+def test_a_pool_with_preemptible_false_is_not_spot_capacity() -> None:
+    assert list(_spot_has_fallback([tpu_node_pool("p", preemptible=False)], {})) == []
+
+
+def test_a_spot_pool_after_an_on_demand_pool_is_judged() -> None:
+    assert list(_spot_has_fallback([tpu_node_pool("od"), tpu_node_pool("s", spot=True)], {})) == [
+        Finding(f"NodePool s: nodeConfig.spot is true and its compute class unset {SPOT_POOL_MESSAGE}", "urn:s"),
+    ]
+
+
+def test_an_on_demand_pool_of_another_compute_class_is_no_fallback() -> None:
+    resources = [tpu_node_pool("s", "x", spot=True), tpu_node_pool("od", "y")]
+    assert list(_spot_has_fallback(resources, {})) == [
+        Finding(f"NodePool s: nodeConfig.spot is true and its compute class 'x' {SPOT_POOL_MESSAGE}", "urn:s"),
+    ]
+
+
+def test_two_spot_pools_of_one_compute_class_are_not_each_others_fallback() -> None:
+    resources = [tpu_node_pool("s1", "x", spot=True), tpu_node_pool("s2", "x", spot=True)]
+    assert list(_spot_has_fallback(resources, {})) == [
+        Finding(f"NodePool s1: nodeConfig.spot is true and its compute class 'x' {SPOT_POOL_MESSAGE}", "urn:s1"),
+        Finding(f"NodePool s2: nodeConfig.spot is true and its compute class 'x' {SPOT_POOL_MESSAGE}", "urn:s2"),
     ]
