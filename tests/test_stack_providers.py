@@ -286,3 +286,168 @@ def test_two_spot_pools_of_one_compute_class_are_not_each_others_fallback() -> N
         Finding(f"NodePool s1: nodeConfig.spot is true and its compute class 'x' {SPOT_POOL_MESSAGE}", "urn:s1"),
         Finding(f"NodePool s2: nodeConfig.spot is true and its compute class 'x' {SPOT_POOL_MESSAGE}", "urn:s2"),
     ]
+
+
+# ---------------------------------------------------------------------------- tpu-topology-provided
+
+ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+V6E = {ACCELERATOR: "tpu-v6e-slice"}
+PENDING = (
+    "the pods would stay Pending: add a slice pool or ComputeClass priority with that shape, or change the selectors"
+)
+
+
+def tpu_worker(name: str, selector: dict[str, Any], resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    if resources is None:
+        resources = {"limits": {"google.com/tpu": 4}, "requests": {"google.com/tpu": 4}}
+    container = {"name": "w", "image": "x", "resources": resources}
+    return {
+        "groupName": name,
+        "replicas": 1,
+        "numOfHosts": 1,
+        "template": {"spec": {"nodeSelector": selector, "containers": [container]}},
+    }
+
+
+def ray_cluster(*groups: dict[str, Any]) -> Resource:
+    head = {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}}
+    spec = {"headGroupSpec": head, "workerGroupSpecs": list(groups)}
+    props = {"kind": "RayCluster", "metadata": {"name": "train"}, "spec": spec}
+    return Resource("kubernetes:ray.io/v1:RayCluster", "rc", props, urn="urn:rc")
+
+
+def v6e_4x4_pool() -> Resource:
+    return pool("v6e", "ct6e-standard-4t", {"type": "COMPACT", "tpuTopology": "4x4"}, {CC_LABEL: "v6e"})
+
+
+def test_a_group_past_one_with_an_unknown_compute_class_is_judged_and_every_offer_is_listed() -> None:
+    big = named_class("big", [{"tpu": {"type": "tpu-v6e-slice", "topology": "2x2", "count": 4}}])
+    cluster = ray_cluster(
+        tpu_worker("a", {**V6E, TOPOLOGY: "4x4", CC_LABEL: "nope"}), tpu_worker("b", {**V6E, TOPOLOGY: "2x4"})
+    )
+    assert list(_topology_provided([v6e_4x4_pool(), big, cluster], {})) == [
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[0] (group 'a').template.spec.nodeSelector"
+            "['cloud.google.com/compute-class'] is 'nope', which no ComputeClass or node pool of this stack provides; "
+            "the pods would stay Pending: declare that ComputeClass or select one of big, v6e",
+            "urn:rc",
+        ),
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').template.spec.nodeSelector asks tpu-v6e-slice 2x4 "
+            f"with 4 chips per host, but this stack provides tpu-v6e-slice 2x2 x4, tpu-v6e-slice 4x4 x4; {PENDING}",
+            "urn:rc",
+        ),
+    ]
+
+
+def test_a_stack_without_tpu_providers_offers_no_compute_class_and_nothing() -> None:
+    cluster = ray_cluster(
+        tpu_worker("a", {**V6E, TOPOLOGY: "4x4", CC_LABEL: "nope"}), tpu_worker("b", {**V6E, TOPOLOGY: "2x4"})
+    )
+    assert list(_topology_provided([cluster], {})) == [
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[0] (group 'a').template.spec.nodeSelector"
+            "['cloud.google.com/compute-class'] is 'nope', which no ComputeClass or node pool of this stack provides; "
+            "the pods would stay Pending: declare that ComputeClass or select one of none",
+            "urn:rc",
+        ),
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').template.spec.nodeSelector asks tpu-v6e-slice 2x4 "
+            f"with 4 chips per host, but this stack provides nothing; {PENDING}",
+            "urn:rc",
+        ),
+    ]
+
+
+def test_a_group_past_a_provided_one_is_judged() -> None:
+    cluster = ray_cluster(tpu_worker("a", {**V6E, TOPOLOGY: "4x4"}), tpu_worker("b", {**V6E, TOPOLOGY: "2x4"}))
+    assert list(_topology_provided([v6e_4x4_pool(), cluster], {})) == [
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').template.spec.nodeSelector asks tpu-v6e-slice 2x4 "
+            f"with 4 chips per host, but this stack provides tpu-v6e-slice 4x4 x4; {PENDING}",
+            "urn:rc",
+        )
+    ]
+
+
+def test_a_pool_of_the_topology_with_other_chips_per_host_does_not_provide_the_group() -> None:
+    eight = {"limits": {"google.com/tpu": 8}, "requests": {"google.com/tpu": 8}}
+    two_hosts = pool("p", "ct6e-standard-4t", {"type": "COMPACT", "tpuTopology": "2x4"})
+    cluster = ray_cluster(tpu_worker("a", {**V6E, TOPOLOGY: "2x4"}, eight))
+    assert list(_topology_provided([two_hosts, cluster], {})) == [
+        Finding(
+            "RayCluster/train: spec.workerGroupSpecs[0] (group 'a').template.spec.nodeSelector asks tpu-v6e-slice 2x4 "
+            f"with 8 chips per host, but this stack provides tpu-v6e-slice 2x4 x4; {PENDING}",
+            "urn:rc",
+        )
+    ]
+
+
+def test_a_compute_class_whose_name_is_unknown_during_preview_provides_without_a_class_name() -> None:
+    cc = compute_class(UNKNOWN, [{"tpu": {"type": "tpu-v6e-slice", "topology": "2x2", "count": 4}}])
+    assert providers([cc]) == [Provider("ComputeClass/cc", None, "tpu-v6e-slice", "2x2", 4)]
+
+
+# ---------------------------------------------------------------------------- more pools and classes
+
+
+def test_a_pool_past_one_without_a_catalog_shape_is_judged() -> None:
+    def tpu_pool(name: str, topology: str, **extra: Any) -> Resource:
+        placement = {"type": "COMPACT", "tpuTopology": topology}
+        props = {"name": name, "nodeConfig": {"machineType": "ct6e-standard-4t"}, "placementPolicy": placement, **extra}
+        return Resource(POOL, name, props, urn=f"urn:{name}")
+
+    assert list(_node_pool_slice_shape([tpu_pool("bad", "3x3"), tpu_pool("two", "4x4", nodeCount=2)], {})) == [
+        Finding(
+            "NodePool bad: placementPolicy tpuTopology '3x3' on ct6e-standard-4t: topology '3x3' is not valid for v6e; "
+            "valid: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16: use a topology and machine type from `tpuray topology`",
+            "urn:bad",
+        ),
+        Finding(
+            "NodePool two: node count is 2; a v6e 4x4 slice on ct6e-standard-4t is 4 hosts in one node pool: set the "
+            "node count to 4",
+            "urn:two",
+        ),
+    ]
+
+
+DEFAULT_ACCOUNT = (
+    "and the cluster sets no clusterAutoscaling.autoProvisioningDefaults.serviceAccount, so node pools this class "
+    "auto-creates run as the Compute Engine default account: set spec.nodePoolConfig.serviceAccount to the node "
+    "service account"
+)
+SCOPES_ONLY = {"autoProvisioningDefaults": {"oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"]}}
+
+
+def class_with_spec(name: str, spec: dict[str, Any]) -> Resource:
+    props = {"kind": "ComputeClass", "metadata": {"name": name}, "spec": spec}
+    return Resource("kubernetes:cloud.google.com/v1:ComputeClass", name, props, urn=f"urn:{name}")
+
+
+def test_cluster_defaults_for_auto_created_pools_without_a_service_account_leave_the_default_one() -> None:
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": SCOPES_ONLY})
+    assert list(_compute_class_service_account([cluster, auto_creating_class()], {})) == [
+        Finding(f"ComputeClass/tpu: spec.nodePoolConfig.serviceAccount is unset {DEFAULT_ACCOUNT}", "urn:cc")
+    ]
+
+
+def test_a_class_auto_creating_pools_past_one_that_does_not_is_judged() -> None:
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": SCOPES_ONLY})
+    manual = class_with_spec("manual", {"priorities": []})
+    auto = class_with_spec("auto", {"nodePoolAutoCreation": {"enabled": True}, "priorities": []})
+    assert list(_compute_class_service_account([cluster, manual, auto], {})) == [
+        Finding(f"ComputeClass/auto: spec.nodePoolConfig.serviceAccount is unset {DEFAULT_ACCOUNT}", "urn:auto")
+    ]
+
+
+def test_a_class_naming_the_default_account_in_its_node_pool_config_is_found() -> None:
+    cluster = Resource(CLUSTER, "gke", {"name": "gke", "clusterAutoscaling": SCOPES_ONLY})
+    spec = {
+        "nodePoolAutoCreation": {"enabled": True},
+        "nodePoolConfig": {"serviceAccount": "default"},
+        "priorities": [],
+    }
+    assert list(_compute_class_service_account([cluster, class_with_spec("auto", spec)], {})) == [
+        Finding(f"ComputeClass/auto: spec.nodePoolConfig.serviceAccount is 'default' {DEFAULT_ACCOUNT}", "urn:auto")
+    ]
