@@ -1,6 +1,10 @@
 """What rules_stack reads as a stack's TPU providers (node pools and ComputeClass priorities)
 and a node pool's slice shape, on hand-built resources: tpu-topology-provided judges every
-Ray TPU group against this list."""
+Ray TPU group against this list. Then each stack rule and the rules_tpu group rules path by
+path on hand-built resources (the tests that kill their mutants; docs/testing.md, "Reading
+survivors"). Over 400 lines because it is the one file of hand-built rule inputs that
+benchmarks/mutation_run.py runs for every policies group (POLICY_TESTS); a new file would
+have to join that list."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from tpuray.policies.rules_stack import (
     node_pool_shape,
     providers,
 )
-from tpuray.policies.rules_tpu import _ray_labels
+from tpuray.policies.rules_tpu import _chips_per_host, _node_selectors, _num_of_hosts, _ray_labels
 
 POOL = "gcp:container/nodePool:NodePool"
 CC_LABEL = "cloud.google.com/compute-class"
@@ -450,4 +454,60 @@ def test_a_class_naming_the_default_account_in_its_node_pool_config_is_found() -
     }
     assert list(_compute_class_service_account([cluster, class_with_spec("auto", spec)], {})) == [
         Finding(f"ComputeClass/auto: spec.nodePoolConfig.serviceAccount is 'default' {DEFAULT_ACCOUNT}", "urn:auto")
+    ]
+
+
+# ---------------------------------------------------------------------------- rules_tpu, group by group
+
+ACCELERATORS = "tpu-v4-podslice, tpu-v5-lite-podslice, tpu-v5p-slice, tpu-v6e-slice, tpu7x"
+
+
+def test_tpu_node_selectors_judges_every_group_past_one_it_reports() -> None:
+    subslice = tpu_worker("e", {**V6E, TOPOLOGY: "4x4"})
+    subslice["template"]["metadata"] = {"annotations": {"cloud.google.com/gke-tpu-slice-topology": "9x9"}}
+    cluster = ray_cluster(
+        tpu_worker("a", {ACCELERATOR: "tpu-v9", TOPOLOGY: "2x2"}),
+        tpu_worker("b", V6E),
+        tpu_worker("c", {TOPOLOGY: "2x2"}),
+        tpu_worker("d", {**V6E, TOPOLOGY: "3x3"}),
+        subslice,
+    )
+    selector = "RayCluster/train: spec.workerGroupSpecs[{}] (group '{}').template.spec.nodeSelector"
+    assert list(_node_selectors(cluster, {})) == [
+        f"{selector.format(0, 'a')}['cloud.google.com/gke-tpu-accelerator'] is 'tpu-v9', not a GKE TPU accelerator; "
+        f"use one of {ACCELERATORS}",
+        f"{selector.format(1, 'b')} has no 'cloud.google.com/gke-tpu-topology'; the KubeRay TPU webhook rejects a TPU "
+        "worker group without it: add the slice topology, e.g. cloud.google.com/gke-tpu-topology: 4x4",
+        f"{selector.format(2, 'c')} has no 'cloud.google.com/gke-tpu-accelerator'; a TPU group must name its TPU "
+        f"generation so GKE schedules it on TPU nodes: add one of {ACCELERATORS}",
+        f"{selector.format(3, 'd')}['cloud.google.com/gke-tpu-topology'] is '3x3', which is not a topology of "
+        "tpu-v6e-slice; use one of 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16",
+        "RayCluster/train: spec.workerGroupSpecs[4] (group 'e').template.metadata.annotations"
+        "['cloud.google.com/gke-tpu-slice-topology'] is '9x9', which is not a topology of tpu-v6e-slice: use a valid "
+        "subslice topology",
+    ]
+
+
+def test_tpu_chips_per_host_judges_every_group_past_one_it_reports() -> None:
+    cluster = ray_cluster(
+        tpu_worker("a", {**V6E, TOPOLOGY: "2x2"}, {}),
+        tpu_worker("b", {**V6E, TOPOLOGY: "2x2"}, {"limits": {"google.com/tpu": 0.5}}),
+        tpu_worker("c", {**V6E, TOPOLOGY: "2x4"}, {"limits": {"google.com/tpu": 2}}),
+    )
+    assert list(_chips_per_host(cluster, {})) == [
+        "RayCluster/train: spec.workerGroupSpecs[0] (group 'a') selects TPU nodes but no container requests "
+        "'google.com/tpu'; set resources.requests and resources.limits of the Ray container to the chips per host",
+        "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').template.spec.containers[0].resources has "
+        "google.com/tpu requests unset and limits 0.5; set limits (and requests, if any, equal to it) to the whole "
+        "number of chips per host",
+        "RayCluster/train: spec.workerGroupSpecs[2] (group 'c') asks google.com/tpu: 2 per pod, but a v6e 2x4 slice "
+        "has 8 (ct6e-standard-8t) or 4 (ct6e-standard-4t) chips per host: set requests and limits to that",
+    ]
+
+
+def test_tpu_num_of_hosts_judges_a_group_past_one_without_a_catalog_shape() -> None:
+    cluster = ray_cluster(tpu_worker("a", {**V6E, TOPOLOGY: "3x3"}), tpu_worker("b", {**V6E, TOPOLOGY: "4x4"}))
+    assert list(_num_of_hosts(cluster, {})) == [
+        "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').numOfHosts is 1; a v6e 4x4 slice with 4 chips per pod "
+        "is 4 hosts (ct6e-standard-4t): set numOfHosts: 4"
     ]
