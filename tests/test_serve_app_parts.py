@@ -160,6 +160,28 @@ def test_tpu_image_judges_the_group_after_one_with_a_built_image() -> None:
     ]
 
 
+def two_containers(first: str, pod_annotations: dict[str, str]) -> Resource:
+    """A RayCluster whose one TPU group runs `first`, then a container without a -tpu image."""
+    worker = group("a", first, chips=2, annotations=pod_annotations)
+    containers = worker["template"]["spec"]["containers"]
+    containers.append({**containers[0], "name": "second", "image": "rayproject/ray:2.60.0-py312"})
+    return ray("RayCluster", [worker])
+
+
+SECOND_CONTAINER = (
+    "RayCluster/x: spec.workerGroupSpecs[0] (group 'a').template.spec.containers[1].image is "
+    f"'rayproject/ray:2.60.0-py312'; {IMAGE_HINT}"
+)
+
+
+def test_tpu_image_judges_the_container_after_one_with_a_tpu_image_in_the_same_group() -> None:
+    assert list(_tpu_image(two_containers("rayproject/ray:2.60.0-py312-tpu", {}), {})) == [SECOND_CONTAINER]
+
+
+def test_tpu_image_judges_the_container_after_a_built_image_in_the_same_group() -> None:
+    assert list(_tpu_image(two_containers(BUILT, TPU_BASE), {})) == [SECOND_CONTAINER]
+
+
 def test_ray_version_judges_the_workers_after_a_head_without_containers() -> None:
     cluster = ray("RayCluster", [group("a", "rayproject/ray:2.59.0-py312-tpu")], head_image=NO_IMAGE)
     assert list(_ray_version(cluster, PIN)) == [
