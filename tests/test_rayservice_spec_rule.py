@@ -296,3 +296,12 @@ def test_a_rayservice_name_of_exactly_47_characters_passes() -> None:
     name = "s" * 47
     props = {"kind": "RayService", "metadata": {"name": name}, "spec": {}}
     assert list(_object_name(Resource("kubernetes:ray.io/v1:RayService", name, props), {})) == []
+
+
+def test_a_public_serve_service_without_ports_is_refused_as_kuberay_fills_in_ray_ports() -> None:
+    spec = {"rayClusterConfig": {"headGroupSpec": {}}, "serveService": {"spec": {"type": "LoadBalancer"}}}
+    assert list(_ports_not_public(service(spec=spec), {})) == [
+        "RayService/serve: spec.serveService.spec.type is 'LoadBalancer' and exposes the Ray head ports (8265, 10001, "
+        "6379, 8000); Ray's head ports run code for anyone who reaches them: use ClusterIP (kubectl port-forward / "
+        "IAP) or an internal LoadBalancer (networking.gke.io/load-balancer-type: Internal)"
+    ]
