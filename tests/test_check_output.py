@@ -85,3 +85,13 @@ def test_check_keeps_every_allow_image_given(capsys) -> None:
     bad = str(BAD / "tpu-image.yaml")  # a TPU worker on rayproject/ray:2.60.0-py312, not a TPU image
     assert main(["check", bad, "--allow-image", "vllm/vllm-tpu:*", "--allow-image", "rayproject/ray:2.60.0-py312"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "0 violation(s), 0 mandatory"
+
+
+def test_check_text_shows_a_violation_without_a_file_with_empty_parentheses(capsys, monkeypatch) -> None:
+    # analyze() gives a stack-wide diagnostic (no resource of the manifests) file None, resource "stack".
+    from tpuray.commands import check as check_command
+    from tpuray.policies.analyzer import Violation
+
+    stack_wide = Violation("tpu-image", "advisory", "stack", "a finding of no one file", None)
+    monkeypatch.setattr(check_command, "check_manifests", lambda *args: [stack_wide])
+    assert check(capsys, ADVISORY).splitlines()[0] == "advisory tpu-image stack ()"

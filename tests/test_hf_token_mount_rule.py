@@ -90,3 +90,27 @@ def test_a_rayservice_without_a_cluster_config_declares_no_volume() -> None:
         "kubernetes:ray.io/v1:RayService", "b", {"kind": "RayService", "metadata": {"name": "b"}, "spec": {}}
     )
     assert list(_provider_class_declared([bare], {})) == []
+
+
+def token_service(token_path: str, mount_path: str) -> Resource:
+    """A RayService whose one LLM config reads HF_TOKEN_PATH token_path and whose head mounts HF_VOLUME at mount_path."""
+    llm = {"runtime_env": {"env_vars": {"HF_TOKEN_PATH": token_path}}}
+    serve = yaml.safe_dump({"applications": [{"name": "llm", "args": {"llm_configs": [llm]}}]})
+    ray = {"name": "ray", "volumeMounts": [{"name": "hf", "mountPath": mount_path}]}
+    head = {"template": {"spec": {"containers": [ray], "volumes": [HF_VOLUME]}}}
+    spec = {"serveConfigV2": serve, "rayClusterConfig": {"headGroupSpec": head}}
+    return Resource(
+        "kubernetes:ray.io/v1:RayService", "s", {"kind": "RayService", "metadata": {"name": "serve"}, "spec": spec}
+    )
+
+
+def test_a_token_path_with_a_trailing_slash_is_read_from_the_folder_above_its_last_name() -> None:
+    assert list(_token_mounted(token_service("/secrets/hf/token/", "/secrets/hf"), {})) == []
+
+
+def test_a_token_file_named_x_is_read_from_its_folder() -> None:
+    assert list(_token_mounted(token_service("/secrets/X", "/secrets"), {})) == []
+
+
+def test_a_mount_path_ending_in_x_is_that_folder() -> None:
+    assert list(_token_mounted(token_service("/secrets/X/token", "/secrets/X"), {})) == []

@@ -13,6 +13,7 @@ from tpuray.policies.core import Resource
 from tpuray.policies.rules_kuberay import (
     _autoscaler,
     _group_resources_and_labels,
+    _object_name,
     _rayjob_lifecycle,
     _rayservice_spec,
     _token_auth_version,
@@ -265,4 +266,42 @@ def test_an_ingress_marked_internal_by_its_class_annotation_may_route_to_a_ray_p
     assert list(_ports_not_public(ingress({"kubernetes.io/ingress.class": "gce"}), {})) == [
         "Ingress/dash: spec.defaultBackend.service.port is 8265 (dashboard), a Ray head port, behind a public Ingress: "
         "route only the Serve application through an authenticating proxy, or use an internal Ingress class"
+    ]
+
+
+V2_ON = {"enableInTreeAutoscaling": True, "autoscalerOptions": {"version": "v2"}}
+
+
+def worker_restart_policy(policy: str) -> dict[str, Any]:
+    return {"template": {"spec": {"restartPolicy": policy, "containers": [{"name": "c", "image": "x"}]}}}
+
+
+@pytest.mark.parametrize("policy", ["Never", ""])
+def test_a_worker_restart_policy_never_or_empty_passes_with_autoscaler_v2(policy: str) -> None:
+    assert list(_autoscaler(ray_cluster(V2_ON, worker_restart_policy(policy)), {})) == []
+
+
+def test_a_worker_restart_policy_always_is_refused_with_autoscaler_v2() -> None:
+    assert list(_autoscaler(ray_cluster(V2_ON, worker_restart_policy("Always")), {})) == [
+        f"{WHERE}.template.spec.restartPolicy is 'Always'; with autoscaler v2 KubeRay requires Never or unset"
+    ]
+
+
+def test_a_restart_policy_is_left_alone_when_v2_is_asked_for_without_the_in_tree_autoscaler() -> None:
+    spec = {"autoscalerOptions": {"version": "v2"}}
+    assert list(_autoscaler(ray_cluster(spec, worker_restart_policy("Always")), {})) == []
+
+
+def test_a_rayservice_name_of_exactly_47_characters_passes() -> None:
+    name = "s" * 47
+    props = {"kind": "RayService", "metadata": {"name": name}, "spec": {}}
+    assert list(_object_name(Resource("kubernetes:ray.io/v1:RayService", name, props), {})) == []
+
+
+def test_a_public_serve_service_without_ports_is_refused_as_kuberay_fills_in_ray_ports() -> None:
+    spec = {"rayClusterConfig": {"headGroupSpec": {}}, "serveService": {"spec": {"type": "LoadBalancer"}}}
+    assert list(_ports_not_public(service(spec=spec), {})) == [
+        "RayService/serve: spec.serveService.spec.type is 'LoadBalancer' and exposes the Ray head ports (8265, 10001, "
+        "6379, 8000); Ray's head ports run code for anyone who reaches them: use ClusterIP (kubectl port-forward / "
+        "IAP) or an internal LoadBalancer (networking.gke.io/load-balancer-type: Internal)"
     ]

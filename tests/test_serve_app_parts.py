@@ -1,10 +1,24 @@
 """How the serve-tpu-topology rule reads one Serve application (tpuray/policies/rules_workload.py):
-where it finds TPU topologies and accelerator types, and when an application is CPU-only.
-The rule's messages on whole RayServices are in the policy fixtures (test_policy_branches.py)."""
+where it finds TPU topologies and accelerator types, and when an application is CPU-only; then
+rules_workload's rules (tpu-image, ray-version-pinned, rayjob-deadlines, serve-tpu-topology) on
+hand-built Ray objects, for the cases the policy fixtures (test_policy_branches.py) do not show:
+a later group after one that passes, a built image, an image that is not text, several shapes."""
 
 from __future__ import annotations
 
-from tpuray.policies.rules_workload import _accelerator_types, _allowed, _cpu_only, _declared_topologies
+from typing import Any
+
+from tpuray.policies.core import Resource
+from tpuray.policies.rules_workload import (
+    _accelerator_types,
+    _allowed,
+    _cpu_only,
+    _declared_topologies,
+    _job_deadlines,
+    _ray_version,
+    _serve_topology,
+    _tpu_image,
+)
 
 TOPOLOGY = "ray.io/tpu-topology"
 
@@ -80,3 +94,192 @@ def test_a_built_image_by_digest_stands_for_the_tpu_base_its_pod_records() -> No
         built_base(built, {}),
         built_base("rayproject/ray:2.60.0-py312-tpu", {base: "rayproject/ray:2.60.0-py312-tpu"}),
     ] == ["rayproject/ray:2.60.0-py312-tpu", None, None, None]
+
+
+# ---------------------------------------------------------------------------- rules on hand-built objects
+
+BUILT = "us-docker.pkg.dev/acme/ray/ray-tpu@sha256:" + "a" * 64
+TPU_BASE = {"tpuray.dev/base-image": "rayproject/ray:2.60.0-py312-tpu"}
+PIN = {"rayVersion": "2.60.0"}
+NO_IMAGE = object()
+IMAGE_HINT = (
+    "TPU hosts need an image with jax[tpu] and libtpu: use rayproject/ray:<ray version>-py3XX-tpu, this project's "
+    "image by digest (REPO/ray-tpu@sha256:...) with its -tpu base in the tpuray.dev/base-image annotation, or add "
+    "the image to the allowedTpuImages list of this policy's config"
+)
+WORKER = "RayCluster/x: spec.workerGroupSpecs[{}] (group {!r}).template.spec.containers[0].image"
+SAME_VERSION = "head and workers must run the same Ray version: use rayproject/ray:2.60.0-... for both"
+
+
+def group(
+    name: str,
+    image: Any,
+    accelerator: str = "tpu-v6e-slice",
+    topology: str = "2x2",
+    chips: int = 4,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One single-host TPU worker group (image NO_IMAGE: the container has none)."""
+    container: dict[str, Any] = {"name": "ray-worker", "resources": {"limits": {"google.com/tpu": chips}}}
+    if image is not NO_IMAGE:
+        container["image"] = image
+    selector = {"cloud.google.com/gke-tpu-accelerator": accelerator, "cloud.google.com/gke-tpu-topology": topology}
+    template = {
+        "metadata": {"annotations": annotations or {}},
+        "spec": {"nodeSelector": selector, "containers": [container]},
+    }
+    return {"groupName": name, "replicas": 1, "numOfHosts": 1, "template": template}
+
+
+def ray(
+    kind: str, workers: list[dict[str, Any]], head_image: Any = "rayproject/ray:2.60.0-py312", **spec: Any
+) -> Resource:
+    """A RayCluster, RayJob or RayService named x (head_image NO_IMAGE: a head without containers)."""
+    head = [] if head_image is NO_IMAGE else [{"name": "ray-head", "image": head_image}]
+    cluster = {"headGroupSpec": {"template": {"spec": {"containers": head}}}, "workerGroupSpecs": workers}
+    key = {"RayCluster": None, "RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}[kind]
+    body = cluster if key is None else {key: cluster, **spec}
+    return Resource(f"kubernetes:ray.io/v1:{kind}", "x", {"kind": kind, "metadata": {"name": "x"}, "spec": body})
+
+
+def test_tpu_image_judges_the_group_after_one_with_a_tpu_image() -> None:
+    workers = [group("a", "rayproject/ray:2.60.0-py312-tpu"), group("b", "rayproject/ray:2.60.0-py312")]
+    assert list(_tpu_image(ray("RayCluster", workers), {})) == [
+        f"{WORKER.format(1, 'b')} is 'rayproject/ray:2.60.0-py312'; {IMAGE_HINT}"
+    ]
+
+
+def test_tpu_image_accepts_a_built_image_by_digest_with_its_tpu_base_annotated() -> None:
+    assert list(_tpu_image(ray("RayCluster", [group("a", BUILT, annotations=TPU_BASE)]), {})) == []
+
+
+def test_tpu_image_judges_the_group_after_one_with_a_built_image() -> None:
+    workers = [group("a", BUILT, annotations=TPU_BASE), group("b", "rayproject/ray:2.60.0-py312")]
+    assert list(_tpu_image(ray("RayCluster", workers), {})) == [
+        f"{WORKER.format(1, 'b')} is 'rayproject/ray:2.60.0-py312'; {IMAGE_HINT}"
+    ]
+
+
+def two_containers(first: str, pod_annotations: dict[str, str]) -> Resource:
+    """A RayCluster whose one TPU group runs `first`, then a container without a -tpu image."""
+    worker = group("a", first, chips=2, annotations=pod_annotations)
+    containers = worker["template"]["spec"]["containers"]
+    containers.append({**containers[0], "name": "second", "image": "rayproject/ray:2.60.0-py312"})
+    return ray("RayCluster", [worker])
+
+
+SECOND_CONTAINER = (
+    "RayCluster/x: spec.workerGroupSpecs[0] (group 'a').template.spec.containers[1].image is "
+    f"'rayproject/ray:2.60.0-py312'; {IMAGE_HINT}"
+)
+
+
+def test_tpu_image_judges_the_container_after_one_with_a_tpu_image_in_the_same_group() -> None:
+    assert list(_tpu_image(two_containers("rayproject/ray:2.60.0-py312-tpu", {}), {})) == [SECOND_CONTAINER]
+
+
+def test_tpu_image_judges_the_container_after_a_built_image_in_the_same_group() -> None:
+    assert list(_tpu_image(two_containers(BUILT, TPU_BASE), {})) == [SECOND_CONTAINER]
+
+
+def test_ray_version_judges_the_workers_after_a_head_without_containers() -> None:
+    cluster = ray("RayCluster", [group("a", "rayproject/ray:2.59.0-py312-tpu")], head_image=NO_IMAGE)
+    assert list(_ray_version(cluster, PIN)) == [
+        f"{WORKER.format(0, 'a')} is 'rayproject/ray:2.59.0-py312-tpu' (Ray 2.59.0); the stack pins Ray 2.60.0: "
+        "use rayproject/ray:2.60.0-..."
+    ]
+
+
+def test_ray_version_reads_a_built_image_through_its_tpu_base() -> None:
+    assert list(_ray_version(ray("RayCluster", [group("a", BUILT, annotations=TPU_BASE)]), PIN)) == []
+
+
+def test_ray_version_shows_a_missing_worker_image_as_unset_then_as_text_against_the_head() -> None:
+    assert list(_ray_version(ray("RayCluster", [group("a", NO_IMAGE)]), PIN)) == [
+        f"{WORKER.format(0, 'a')} is unset, which names no Ray version; the stack pins Ray 2.60.0: "
+        "use rayproject/ray:2.60.0-py3XX(-tpu)",
+        f"{WORKER.format(0, 'a')} is 'unset' but the head runs 'rayproject/ray:2.60.0-py312'; {SAME_VERSION}",
+    ]
+
+
+def test_ray_version_shows_a_worker_image_that_is_not_text_as_written() -> None:
+    assert list(_ray_version(ray("RayCluster", [group("a", 5)]), PIN)) == [
+        f"{WORKER.format(0, 'a')} is 5, which names no Ray version; the stack pins Ray 2.60.0: "
+        "use rayproject/ray:2.60.0-py3XX(-tpu)",
+        f"{WORKER.format(0, 'a')} is '5' but the head runs 'rayproject/ray:2.60.0-py312'; {SAME_VERSION}",
+    ]
+
+
+def test_ray_version_judges_the_workers_after_an_allowed_head_image_without_a_version() -> None:
+    cluster = ray("RayCluster", [group("a", "rayproject/ray:2.59.0-py312-tpu")], head_image="vllm/vllm-tpu:v1")
+    assert list(_ray_version(cluster, {**PIN, "allowedTpuImages": ["vllm/*"]})) == [
+        f"{WORKER.format(0, 'a')} is 'rayproject/ray:2.59.0-py312-tpu' (Ray 2.59.0); the stack pins Ray 2.60.0: "
+        "use rayproject/ray:2.60.0-...",
+        f"{WORKER.format(0, 'a')} is 'rayproject/ray:2.59.0-py312-tpu' but the head runs 'vllm/vllm-tpu:v1'; "
+        f"{SAME_VERSION}",
+    ]
+
+
+def test_ray_version_compares_the_worker_after_one_of_the_heads_version_with_the_head() -> None:
+    workers = [group("a", "rayproject/ray:2.60.0-py312-tpu"), group("b", "rayproject/ray:2.59.0-py312-tpu")]
+    assert list(_ray_version(ray("RayCluster", workers), PIN)) == [
+        f"{WORKER.format(1, 'b')} is 'rayproject/ray:2.59.0-py312-tpu' (Ray 2.59.0); the stack pins Ray 2.60.0: "
+        "use rayproject/ray:2.60.0-...",
+        f"{WORKER.format(1, 'b')} is 'rayproject/ray:2.59.0-py312-tpu' but the head runs "
+        f"'rayproject/ray:2.60.0-py312'; {SAME_VERSION}",
+    ]
+
+
+def test_a_tpu_job_with_a_one_second_deadline_and_no_retries_passes() -> None:
+    job = ray("RayJob", [group("a", "x")], activeDeadlineSeconds=1, backoffLimit=0)
+    assert list(_job_deadlines(job, {})) == []
+
+
+TWO_SHAPES = [group("a", "x", topology="1x1", chips=1), group("b", "x", topology="2x2")]
+NEEDS_SERVE_CONFIG = (
+    "a RayService on multi-host TPU slices must say which slice topology each application needs: add "
+    "serveConfigV2 with the topology per application"
+)
+
+
+def test_a_rayservice_on_two_single_host_shapes_needs_a_serve_config() -> None:
+    assert list(_serve_topology(ray("RayService", TWO_SHAPES), {})) == [
+        f"RayService/x: spec.serveConfigV2 is unset; {NEEDS_SERVE_CONFIG}"
+    ]
+
+
+def test_a_serve_config_that_is_not_text_is_shown_as_written() -> None:
+    service = ray("RayService", TWO_SHAPES, serveConfigV2={"applications": []})
+    assert list(_serve_topology(service, {})) == [
+        f"RayService/x: spec.serveConfigV2 is {{'applications': []}}; {NEEDS_SERVE_CONFIG}"
+    ]
+
+
+def test_an_unnamed_application_is_named_by_its_index_and_the_offered_topologies_are_listed() -> None:
+    service = ray("RayService", TWO_SHAPES, serveConfigV2="applications:\n- args: {topology: 4x4}\n")
+    assert list(_serve_topology(service, {})) == [
+        "RayService/x: spec.serveConfigV2 applications[0] (0) asks TPU topology '4x4' but the cluster's TPU groups "
+        "run 1x1, 2x2; no host will ever match and the deployment stays DEPLOYING: use one of those"
+    ]
+
+
+def test_every_accelerator_type_of_an_application_is_judged_after_an_unknown_one() -> None:
+    serve = (
+        "applications:\n- name: llm\n  args: {accelerator_type: TPU-X, llm_configs: [{accelerator_type: TPU-V4}]}\n"
+        "  deployments: [{placement_group_bundle_label_selector: [{ray.io/tpu-topology: 2x2}]}]\n"
+    )
+    assert list(_serve_topology(ray("RayService", TWO_SHAPES, serveConfigV2=serve), {})) == [
+        "RayService/x: spec.serveConfigV2 applications[0] ('llm') accelerator_type is 'TPU-X': unknown Ray "
+        "accelerator type 'TPU-X'; valid: TPU-V4, TPU-V5LITEPOD, TPU-V5P, TPU-V6E, TPU-V7X",
+        "RayService/x: spec.serveConfigV2 applications[0] ('llm') accelerator_type is 'TPU-V4' but the cluster "
+        "runs TPU-V6E: use TPU-V6E",
+    ]
+
+
+def test_a_wrong_accelerator_type_is_told_every_generation_the_cluster_runs() -> None:
+    workers = [group("a", "x", topology="1x1", chips=1), group("b", "x", accelerator="tpu-v5-lite-podslice")]
+    serve = "applications:\n- name: llm\n  args: {accelerator_type: TPU-V4, topology: 2x2}\n"
+    assert list(_serve_topology(ray("RayService", workers, serveConfigV2=serve), {})) == [
+        "RayService/x: spec.serveConfigV2 applications[0] ('llm') accelerator_type is 'TPU-V4' but the cluster "
+        "runs TPU-V5LITEPOD, TPU-V6E: use TPU-V5LITEPOD, TPU-V6E"
+    ]
