@@ -8,6 +8,7 @@ have to join that list."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tpuray.policies.core import UNKNOWN, Finding, Resource
@@ -510,4 +511,35 @@ def test_tpu_num_of_hosts_judges_a_group_past_one_without_a_catalog_shape() -> N
     assert list(_num_of_hosts(cluster, {})) == [
         "RayCluster/train: spec.workerGroupSpecs[1] (group 'b').numOfHosts is 1; a v6e 4x4 slice with 4 chips per pod "
         "is 4 hosts (ct6e-standard-4t): set numOfHosts: 4"
+    ]
+
+
+def test_a_2x4_group_on_4_chip_vms_after_a_subslice_and_a_4x4_group_is_still_refused(tmp_path: Path) -> None:
+    """tpu-slice-ray-reads-as-one-vm judges every group: a subslice (skipped) and a 4x4 group
+    (fine) before the bad one do not end the check."""
+    import copy
+
+    import yaml
+
+    from tpuray.config import RayConfig
+    from tpuray.policies.evaluate import check_manifests
+
+    obj = yaml.safe_load(
+        (Path(__file__).parent / "fixtures" / "policies" / "bad" / "tpu-slice-ray-reads-as-one-vm.yaml").read_text()
+    )
+    bad = obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    whole = copy.deepcopy(bad)
+    whole.update(groupName="whole", numOfHosts=4)
+    whole["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] = "4x4"
+    sub = copy.deepcopy(whole)
+    sub.update(groupName="sub", numOfHosts=2)
+    sub["template"].setdefault("metadata", {}).setdefault("annotations", {})[
+        "cloud.google.com/gke-tpu-slice-topology"
+    ] = "2x4"
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [sub, whole, bad]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    found = check_manifests([str(path)], "prod", RayConfig().version, [], rules={"tpu-slice-ray-reads-as-one-vm"})
+    assert [v.message.split(" runs ")[0] for v in found] == [
+        "RayJob/train-job: spec.rayClusterSpec.workerGroupSpecs[2] (group 'tpu')"
     ]
