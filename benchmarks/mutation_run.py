@@ -72,7 +72,12 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "config": (
         ["tpuray/config.py"],
-        ["tests/test_config.py", "tests/test_config_checks.py", "tests/test_config_semantics.py"],
+        [
+            "tests/test_config.py",
+            "tests/test_config_checks.py",
+            "tests/test_config_semantics.py",
+            "tests/test_llm_stack.py",
+        ],
     ),
     "capacity": (
         ["tpuray/capacity.py", "infra/components/capacity_chain.py"],
