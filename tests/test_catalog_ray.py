@@ -32,3 +32,14 @@ def test_the_flag_agrees_with_rays_chips_per_host_for_every_shape_of_the_catalog
 def test_ray_reads_the_4x4_v6e_slice_as_four_hosts_of_four_chips() -> None:
     assert get_chips_per_host("4x4", "v6e") == 4
     assert catalog.lookup("v6e", "4x4").ray_reads_as_one_host is False
+
+
+def test_the_one_vm_form_of_each_shape_ray_misreads_is_its_8_chip_machine_type() -> None:
+    assert {s.key: s.one_vm_machine_types for s in catalog.all_shapes() if s.ray_reads_as_one_host} == {
+        "v5e 2x4 (ct5lp-hightpu-4t)": ("ct5lp-hightpu-8t",),
+        "v6e 2x4 (ct6e-standard-4t)": ("ct6e-standard-8t",),
+    }
+
+
+def test_a_multi_host_topology_has_no_one_vm_form() -> None:
+    assert catalog.lookup("v6e", "4x4").one_vm_machine_types == ()

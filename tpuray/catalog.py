@@ -104,6 +104,16 @@ class SliceShape:
         return self.multi_host and self.topology in GENERATIONS[self.generation].single_host_machine_chips
 
     @property
+    def one_vm_machine_types(self) -> tuple[str, ...]:
+        """The machine types that run this topology as one VM: what to use instead of a shape
+        that `ray_reads_as_one_host` (v6e 2x4 on ct6e-standard-4t: ct6e-standard-8t)."""
+        return tuple(
+            s.machine_type
+            for s in all_shapes()
+            if (s.generation, s.topology) == (self.generation, self.topology) and not s.multi_host
+        )
+
+    @property
     def head_resource(self) -> str:
         """The resource Ray puts on worker 0 of a slice (TPU-v6e-16-head)."""
         return f"TPU-{self.pod_type}-head"

@@ -619,12 +619,11 @@ def _one_vm_gang_lines(cfg: StackConfig, pool_name: str, gang: str) -> list[str]
         return []  # reported by _shape_lines
     if not shape.ray_reads_as_one_host:
         return []
-    one_vm = [m for m in catalog.machine_types(shape.generation, shape.topology) if m != shape.machine_type]
     return [
         f"{NAMESPACE}:slicePools[{i}].machineType: {_show(shape.machine_type)} makes {shape.generation} "
         f"{shape.topology} a {shape.hosts}-host slice, which Ray's SlicePlacementGroup reserves as one "
         f"{shape.chips}-chip VM, so {gang} could span two slices; use "
-        f"{' or '.join(one_vm)} (one VM) or a topology of more than {shape.chips} chips"
+        f"{' or '.join(shape.one_vm_machine_types)} (one VM) or a topology of more than {shape.chips} chips"
     ]
 
 

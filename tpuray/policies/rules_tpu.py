@@ -159,9 +159,7 @@ def _one_vm_slices(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         shape = g.shape()
         if shape is None or not shape.ray_reads_as_one_host:
             continue
-        one_vm = " or ".join(
-            m for m in catalog.machine_types(shape.generation, shape.topology) if m != shape.machine_type
-        )
+        one_vm = " or ".join(shape.one_vm_machine_types)
         yield (
             f"{res.label}: {g.where} runs {shape.generation} {shape.topology} as {shape.hosts} hosts of "
             f"{shape.chips_per_host} chips ({shape.machine_type}), which Ray's SlicePlacementGroup (JaxTrainer, Ray "
