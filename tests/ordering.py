@@ -9,6 +9,11 @@ keeps this order. Tests inside a module keep their file order (some modules' tes
 each other, e.g. test_chain_emulated takes hosts away as it goes). A module missing from
 the table runs after the measured ones, in collection order.
 
+Only xdist workers reorder. A single-process run keeps the order it was given: mutmut
+passes each mutant's tests fastest first, so that a killed mutant stops after its quickest
+failing test (`make mutation`); sorting them longest module first would run the slowest
+policy tests first for every mutant.
+
 Refresh the table from a JUnit report of a full run:
 
     python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --junitxml=/tmp/run.xml
@@ -32,7 +37,9 @@ def module_seconds() -> dict[str, float]:
     return json.loads(TABLE.read_text()) if TABLE.exists() else {}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # not an xdist worker: keep the given order
+        return
     seconds = module_seconds()
     # A stable sort: ties and unmeasured modules keep collection order, tests keep file order.
     items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))

@@ -37,7 +37,8 @@ def test_modules_are_ordered_longest_first_keeping_file_order_and_unmeasured_las
         "tests/test_policies.py::test_b",
     ]
     items = [SimpleNamespace(nodeid=i) for i in ids]
-    ordering.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    xdist_worker = SimpleNamespace(workerinput={"workerid": "gw0"})
+    ordering.pytest_collection_modifyitems(xdist_worker, items)  # type: ignore[arg-type]
     assert [i.nodeid for i in items] == [
         "tests/test_chain_emulated.py::test_gang",
         "tests/test_chain_emulated.py::test_fallback",
@@ -50,3 +51,11 @@ def test_modules_are_ordered_longest_first_keeping_file_order_and_unmeasured_las
 def test_the_table_names_only_modules_that_exist() -> None:
     root = Path(ordering.__file__).resolve().parent.parent
     assert [m for m in ordering.module_seconds() if not (root / m).is_file()] == []
+
+
+def test_a_run_without_xdist_keeps_the_order_it_was_given(monkeypatch) -> None:
+    monkeypatch.setattr(ordering, "module_seconds", lambda: {"tests/test_chain_emulated.py": 300.0})
+    ids = ["tests/test_policies.py::test_a", "tests/test_chain_emulated.py::test_gang"]
+    items = [SimpleNamespace(nodeid=i) for i in ids]
+    ordering.pytest_collection_modifyitems(SimpleNamespace(), items)  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == ids
