@@ -45,7 +45,7 @@ cluster-tools:
 # Mutation testing of the core modules against the fast suite, from scratch (docs/testing.md):
 # the score per module goes to benchmarks/mutation.json. Not part of `make test`.
 mutation: venv
-	TPURAY_SHARED="$${TPURAY_SHARED:-$(CURDIR)/../shared}" $(BIN)/python benchmarks/mutation_run.py --max-children 2 $(MUTATION_GROUPS)
+	TPURAY_SHARED="$${TPURAY_SHARED:-$(CURDIR)/../shared}" $(BIN)/python benchmarks/mutation_run.py --jobs 2 --max-children 1 $(MUTATION_GROUPS)
 
 lint: venv
 	$(BIN)/ruff check .

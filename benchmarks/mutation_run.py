@@ -1,6 +1,6 @@
 """`make mutation`: mutmut over each core module against the fast tests that concern it.
 
-    python benchmarks/mutation_run.py [--max-children 2] [GROUP ...]
+    python benchmarks/mutation_run.py [--jobs 2] [--max-children 1] [GROUP ...]
 
 mutmut 3 picks, for each mutant, the tests that executed the mutated function in one
 recorded run. The catalog and config are executed by nearly every test (every stack render
@@ -11,9 +11,16 @@ tree, since mutmut keeps one test selection per tree), and the tree is then kept
 .mutation/<group>/ for `mutmut show` (see docs/testing.md). No group runs a Ray cluster:
 every test file listed here is fast (`-m "not slow"` is in [tool.mutmut] as well).
 
+Groups run side by side (`--jobs`, each with `--max-children` mutmut workers), each in a
+private copy of the project under .mutation/work/<group>/ (mutmut works in ./mutants of its
+current folder). A group spends much of its time in serial phases (generating mutants, the
+clean run, the stats run); a second group's mutants fill that idle core. Longest groups
+start first, by the CPU seconds benchmarks/mutation.json recorded for them.
+
 Per group and in total it records the wall time, the CPU seconds of mutmut and every
-process it forked (getrusage of the children) and the load average sampled every 10 s
-while it ran (the machine may be shared), then scores every group with mutation_score.py.
+process it forked (wait4's rusage of the group's process) and the load average sampled
+every 10 s while it ran (the machine may be shared), then scores every group with
+mutation_score.py. Each group's mutmut output goes to .mutation/<group>.log.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,10 +212,60 @@ class LoadSampler(threading.Thread):
         return {"min": round(min(s), 2), "mean": round(sum(s) / len(s), 2), "max": round(max(s), 2)}
 
 
+def private_copy(group: str) -> Path:
+    """The project's files (tracked, and untracked but not ignored) copied to a folder of the
+    group's own, where its mutmut run writes ./mutants."""
+    dest = RESULTS / "work" / group
+    shutil.rmtree(dest, ignore_errors=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = ROOT / rel
+        if src.is_file():  # a deleted but still tracked file is listed too
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def previous_cpu_s(group: str) -> float:
+    """The CPU seconds the last recorded run of this group took (0 when never run)."""
+    path = ROOT / "benchmarks" / "mutation.json"
+    recorded = json.loads(path.read_text()).get("groups", {}) if path.exists() else {}
+    return float(recorded.get(group, {}).get("cpu_s", 0))
+
+
+def run_in_copy(group: str, max_children: int, env: dict[str, str]) -> dict[str, object]:
+    """One group's mutmut run in its private copy; its tree ends up in .mutation/<group>/."""
+    work = private_copy(group)
+    load = LoadSampler()
+    load.start()
+    t0 = time.monotonic()
+    cmd = [sys.executable, str(work / "benchmarks" / "mutation_run.py"), "--inner", group]
+    with open(RESULTS / f"{group}.log", "wb") as log:
+        proc = subprocess.Popen(cmd + ["--max-children", str(max_children)], cwd=work, env=env, stdout=log, stderr=log)
+        _, status, usage = os.wait4(proc.pid, 0)  # this group's CPU alone, its forks included
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    load.stop.set()
+    cpu = usage.ru_utime + usage.ru_stime
+    timing = {"rc": proc.returncode, "wall_s": round(wall), "cpu_s": round(cpu), "load_avg_1min": load.summary()}
+    print(f"== {group}: rc {proc.returncode}, {wall:.0f} s wall, {cpu:.0f} CPU s, load {load.summary()}", flush=True)
+    shutil.rmtree(RESULTS / group, ignore_errors=True)
+    if (work / "mutants").exists():
+        shutil.move(work / "mutants", RESULTS / group)
+    shutil.rmtree(work, ignore_errors=True)
+    return timing
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("groups", nargs="*", help=f"default: all of {', '.join(GROUPS)}")
-    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2, help="groups run side by side")
+    parser.add_argument("--max-children", type=int, default=1, help="mutmut workers per group")
     parser.add_argument("--inner", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
@@ -218,33 +276,20 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown group(s) {', '.join(unknown)}; valid: {', '.join(GROUPS)}")
     env = {**os.environ, "TPURAY_SHARED": os.environ.get("TPURAY_SHARED", str(ROOT.parent / "shared"))}
-    timings: dict[str, dict[str, object]] = {}
+    RESULTS.mkdir(exist_ok=True)
     all_load = LoadSampler()
     all_load.start()
     started = time.monotonic()
-    for group in groups:
-        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        load = LoadSampler()
-        load.start()
-        t0 = time.monotonic()
-        cmd = [sys.executable, __file__, "--inner", group, "--max-children", str(args.max_children)]
-        rc = subprocess.call(cmd, cwd=ROOT, env=env)
-        wall = time.monotonic() - t0
-        load.stop.set()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        timings[group] = {"rc": rc, "wall_s": round(wall), "cpu_s": round(cpu), "load_avg_1min": load.summary()}
-        print(f"== {group}: rc {rc}, {wall:.0f} s wall, {cpu:.0f} CPU s, load {load.summary()}", flush=True)
-        shutil.rmtree(RESULTS / group, ignore_errors=True)
-        RESULTS.mkdir(exist_ok=True)
-        if (ROOT / "mutants").exists():
-            shutil.move(ROOT / "mutants", RESULTS / group)
+    longest_first = sorted(groups, key=previous_cpu_s, reverse=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {g: pool.submit(run_in_copy, g, args.max_children, env) for g in longest_first}
+        timings = {g: futures[g].result() for g in groups}
     all_load.stop.set()
     total = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "groups": groups,
+        "jobs": args.jobs,
         "max_children": args.max_children,
         "timeout_multiplier": TIMEOUT_MULTIPLIER,
         "cpus": os.cpu_count(),
