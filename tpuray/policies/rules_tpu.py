@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray import capacity, catalog
+from tpuray import capacity
 from tpuray.labels import (
     COMPUTE_CLASS,
     GKE_SPOT,
