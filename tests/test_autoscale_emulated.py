@@ -13,10 +13,8 @@ every group is scaled back to zero after each test.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +24,7 @@ import pytest
 
 from ray_apps import checkpoints, data, model, slices, train
 from ray_apps.contracts import ShapeStep
+from tests.drivers import REPO, driver_env, result_of, run_driver, train_argv, wait_for
 from tests.ray_fixtures import connected_emulator
 from tpuray import capacity, catalog
 from tpuray.emulator import EmulatedCluster, TpuGroup
@@ -45,7 +44,6 @@ GROUPS = (
 VERSION = int(os.environ.get("TPURAY_AUTOSCALER_VERSION", "1"))
 STEPS, BATCH = 4, 16
 LONG_STEPS = 12  # the preemption test's run: still training when its slice is taken away
-REPO = Path(__file__).resolve().parent.parent
 
 
 def step_of(shape: catalog.SliceShape) -> ShapeStep:
@@ -79,58 +77,18 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def driver_argv(workdir: Path, run_name: str, steps: int = STEPS, **flags: Any) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "ray_apps.train",
-        "--device=emulated",
-        f"--accelerator-type={V5P.ray_accelerator_type}",
-        f"--topology={V5P.topology}",
-        f"--hosts-per-slice={V5P.hosts}",
-        f"--chips-per-host={V5P.chips_per_host}",
-        f"--fallback-shapes={step_of(V4).to_flag()}",
-        f"--steps={steps}",
-        "--checkpoint-every=2",
-        f"--batch-size={BATCH}",
-        f"--data-uri={workdir / 'data'}",
-        f"--storage-uri={workdir / 'runs'}",
-        f"--run-name={run_name}",
-        *[f"--{k.replace('_', '-')}={v}" for k, v in flags.items()],
-    ]
-
-
-def driver_env(cluster: EmulatedCluster) -> dict[str, str]:
-    return {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-
-
-def result_of(stdout: str) -> dict[str, Any]:
-    lines = [ln for ln in stdout.splitlines() if ln.startswith(train.RESULT_PREFIX)]
-    assert lines, stdout[-4000:]
-    return json.loads(lines[-1][len(train.RESULT_PREFIX) :])
-
-
-def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: Any) -> tuple[int, dict, str]:
-    argv = driver_argv(workdir, run_name, **flags)
-    done = subprocess.run(argv, env=driver_env(cluster), cwd=REPO, capture_output=True, text=True, timeout=300)
-    return done.returncode, result_of(done.stdout + "\n" + done.stderr), done.stdout + done.stderr
-
-
-def wait_for(what: str, check: Any, proc: subprocess.Popen, timeout_s: float = 120) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (got := check()) or proc.poll() is not None:
-            assert got, f"the driver exited ({proc.returncode}) before {what}"
-            return got
-        time.sleep(0.5)
-    pytest.fail(f"no {what} after {timeout_s:.0f} s")
+def driver_argv(workdir: Path, run_name: str, steps: int = STEPS, **fields: Any) -> list[str]:
+    fallback = step_of(V4).to_flag()
+    return train_argv(
+        V5P, workdir, run_name, steps=steps, checkpoint_every=2, batch_size=BATCH, fallback_shapes=fallback, **fields
+    )
 
 
 def test_with_spot_out_of_capacity_the_autoscaler_scales_a_v5p_slice_on_demand_and_the_job_trains_there(
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
     cluster.set_unavailable([("v5p-16", "spot")])
-    code, result, output = run_driver(cluster, workdir, "spot-out", slice_deadline_s=90)
+    code, result, output = run_driver(driver_argv(workdir, "spot-out", slice_deadline_s=90), cluster.address)
     assert code == 0, output[-4000:]
     got = result["capacity"]
     assert (got["step"], got["shape"], got["slices"], got["tier"]) == (
@@ -152,7 +110,7 @@ def test_with_no_v5p_capacity_the_job_trains_on_the_v4_slice_the_autoscaler_scal
     cluster: EmulatedCluster, workdir: Path
 ) -> None:
     cluster.set_unavailable([("v5p-16", "*")])
-    code, result, output = run_driver(cluster, workdir, "generation-out", slice_deadline_s=15)
+    code, result, output = run_driver(driver_argv(workdir, "generation-out", slice_deadline_s=15), cluster.address)
     assert code == 0, output[-4000:]
     got = result["capacity"]
     assert (got["step"], got["shape"], got["slices"], got["tier"]) == (
@@ -174,7 +132,7 @@ def test_with_no_capacity_anywhere_the_job_fails_at_its_deadline_naming_every_st
 ) -> None:
     cluster.set_unavailable([("v5p-16", "*"), ("v4-16", "*")])
     started = time.monotonic()
-    code, result, _ = run_driver(cluster, workdir, "nothing", slice_deadline_s=5)
+    code, result, _ = run_driver(driver_argv(workdir, "nothing", slice_deadline_s=5), cluster.address)
     assert code == 1
     assert time.monotonic() - started < 120
     error = result["error"]
@@ -198,7 +156,9 @@ def test_a_spot_slice_preempted_mid_run_is_recreated_on_demand_and_the_job_resum
     run_uri = str(workdir / "runs" / "preempted")
     log = open(workdir / "preempted.log", "w+")  # noqa: SIM115 - closed below
     argv = driver_argv(workdir, "preempted", LONG_STEPS, max_failures=2, slice_deadline_s=90)
-    proc = subprocess.Popen(argv, env=driver_env(cluster), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        argv, env=driver_env(cluster.address), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True
+    )
     try:
         first = wait_for(
             "attempt 1 on both hosts",

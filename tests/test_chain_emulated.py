@@ -16,9 +16,6 @@ and stockouts would:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -27,8 +24,10 @@ from typing import Any
 
 import pytest
 
-from ray_apps import chain, data, slices, train
+from ray_apps import chain, data, slices
 from ray_apps.contracts import ShapeStep
+from tests import drivers
+from tests.drivers import train_argv
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
@@ -39,7 +38,6 @@ V5P = catalog.lookup("v5p", "2x2x2")
 V4 = catalog.lookup("v4", "2x2x2")
 SPOT, ON_DEMAND, V4_SLICE = "v5p-chain-spot-0", "v5p-chain-on-demand-0", "v4-chain-0"
 STEPS, BATCH = 4, 16
-REPO = Path(__file__).resolve().parent.parent
 
 
 def step_of(shape: catalog.SliceShape) -> ShapeStep:
@@ -64,30 +62,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **flags: Any) -> tuple[int, dict, str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "ray_apps.train",
-        "--device=emulated",
-        f"--accelerator-type={V5P.ray_accelerator_type}",
-        f"--topology={V5P.topology}",
-        f"--hosts-per-slice={V5P.hosts}",
-        f"--chips-per-host={V5P.chips_per_host}",
-        f"--steps={STEPS}",
-        "--checkpoint-every=2",
-        f"--batch-size={BATCH}",
-        f"--data-uri={workdir / 'data'}",
-        f"--storage-uri={workdir / 'runs'}",
-        f"--run-name={run_name}",
-        *[f"--{k.replace('_', '-')}={v}" for k, v in flags.items()],
-    ]
-    env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=400)
-    output = done.stdout + done.stderr
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(train.RESULT_PREFIX)]
-    assert lines, output[-4000:]
-    return done.returncode, json.loads(lines[-1][len(train.RESULT_PREFIX) :]), output
+def run_driver(cluster: EmulatedCluster, workdir: Path, run_name: str, **fields: Any) -> tuple[int, dict, str]:
+    argv = train_argv(V5P, workdir, run_name, steps=STEPS, checkpoint_every=2, batch_size=BATCH, **fields)
+    return drivers.run_driver(argv, cluster.address)
 
 
 def kill_and_wait(cluster: EmulatedCluster, slice_name: str, worker: int) -> None:

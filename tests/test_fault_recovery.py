@@ -15,10 +15,7 @@ One cluster for the module (in-process: it dies with the test process):
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +25,7 @@ import pytest
 import requests
 
 from ray_apps import checkpoints, data, model, serve, slices, train
+from tests.drivers import REPO, driver_env, result_of, train_argv, wait_for
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
@@ -42,7 +40,6 @@ KILL_AFTER_CHECKPOINT = 5  # kill once this checkpoint is on storage
 BATCH = 32
 # One epoch covers the run: each new pass over a Ray Data shard costs ~30 s here (2 cores).
 ROWS = V5P.hosts * BATCH * STEPS
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -50,54 +47,6 @@ def cluster() -> Iterator[EmulatedCluster]:
     specs = [SliceSpec(name, "v5p-spot", V5P, "spot") for name in SLICES]
     with connected_emulator(plan_for(specs), "tpfr-", "test-fault-recovery") as emu:
         yield emu
-
-
-def driver_env(address: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "RAY_ADDRESS": address,
-        "RAY_AUTH_MODE": "disabled",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "PYTHONPATH": str(REPO),
-    }
-
-
-def train_cmd(workdir: Path, run_name: str, steps: int = STEPS, **extra: Any) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "ray_apps.train",
-        "--device=emulated",
-        f"--accelerator-type={V5P.ray_accelerator_type}",
-        f"--topology={V5P.topology}",
-        f"--hosts-per-slice={V5P.hosts}",
-        f"--chips-per-host={V5P.chips_per_host}",
-        f"--steps={steps}",
-        f"--checkpoint-every={CHECKPOINT_EVERY}",
-        f"--data-uri={workdir / 'data'}",
-        f"--storage-uri={workdir / 'runs'}",
-        f"--run-name={run_name}",
-        f"--batch-size={BATCH}",
-    ]
-    return cmd + [f"--{k.replace('_', '-')}={v}" for k, v in extra.items()]
-
-
-def result_of(output: str) -> dict[str, Any]:
-    lines = [ln for ln in output.splitlines() if ln.startswith(train.RESULT_PREFIX)]
-    assert lines, output[-4000:]
-    return json.loads(lines[-1][len(train.RESULT_PREFIX) :])
-
-
-def wait_for(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the driver exited ({proc.returncode}) while waiting for {what}")
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +62,16 @@ def recovered_run(cluster: EmulatedCluster, workdir: Path) -> dict[str, Any]:
     run_uri = str(workdir / "runs" / "recovery")
     log = open(workdir / "train.log", "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        train_cmd(workdir, "recovery", max_failures=2, slice_deadline_s=90),
+        train_argv(
+            V5P,
+            workdir,
+            "recovery",
+            steps=STEPS,
+            checkpoint_every=CHECKPOINT_EVERY,
+            batch_size=BATCH,
+            max_failures=2,
+            slice_deadline_s=90,
+        ),
         env=driver_env(cluster.address),
         cwd=REPO,
         stdout=log,
@@ -124,19 +82,17 @@ def recovered_run(cluster: EmulatedCluster, workdir: Path) -> dict[str, Any]:
         # Each rank records its own placement as it starts: wait for the whole gang's, or rank 0's
         # record may not be there yet (seen in a CI run).
         first = wait_for(
+            "attempt 1 placed on every host",
             lambda: (
                 (placed := [p for p in train.read_placements(run_uri) if p["attempt"] == 1])
                 and len(placed) == V5P.hosts
                 and placed
             ),
-            120,
-            "attempt 1 placed on every host",
             proc,
         )
         wait_for(
-            lambda: (latest := checkpoints.find_latest(run_uri)) and latest[1] >= KILL_AFTER_CHECKPOINT,
-            120,
             f"checkpoint {KILL_AFTER_CHECKPOINT}",
+            lambda: (latest := checkpoints.find_latest(run_uri)) and latest[1] >= KILL_AFTER_CHECKPOINT,
             proc,
         )
         latest_before_kill = checkpoints.find_latest(run_uri)
@@ -282,7 +238,7 @@ def test_serve_replica_moves_to_another_tpu_host_when_its_host_dies(
         except requests.RequestException:
             return False
 
-    wait_for(served_elsewhere, 90, "a replacement replica answering")
+    wait_for("a replacement replica answering", served_elsewhere, timeout_s=90)
     (new_node,) = _replica_nodes()
     assert _host_of(new_node)[0] in SLICES and new_node != node
     resp = requests.post(url, json=body, timeout=30).json()

@@ -14,20 +14,18 @@ One rank of a JaxTrainer gang hangs at a step (fault injection). Two things must
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from ray_apps import data, train
+from ray_apps import data
+from tests.drivers import REPO, driver_env, result_of, train_argv
 from tpuray import catalog, localmetrics
 from tpuray.config import load_stack
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
@@ -44,7 +42,6 @@ STEPS, CHECKPOINT_EVERY, STALL_AT, STALL_RANK, BATCH = 12, 4, 6, 1, 32
 # scrape and an evaluation (2 s each) after ALERT_FLOOR_S. The watchdog's floor stays far above
 # a step's time on a loaded 2-core machine (about a second), so only the injected stall trips it.
 ALERT_FLOOR_S, WATCHDOG_FLOOR_S = 5, 45
-REPO = Path(__file__).resolve().parent.parent
 
 
 def alert_config() -> Any:
@@ -82,23 +79,18 @@ def stalled_run(
     emu, prom = cluster
     work = tmp_path_factory.mktemp("watchdog")
     data.write_synthetic(str(work / "data"), rows=V5P.hosts * BATCH * STEPS, fmt="parquet", files=4)
-    cmd = [
-        sys.executable, "-m", "ray_apps.train", "--device=emulated",
-        f"--accelerator-type={V5P.ray_accelerator_type}", f"--topology={V5P.topology}",
-        f"--hosts-per-slice={V5P.hosts}", f"--chips-per-host={V5P.chips_per_host}",
-        f"--steps={STEPS}", f"--checkpoint-every={CHECKPOINT_EVERY}", f"--batch-size={BATCH}",
-        f"--data-uri={work / 'data'}", f"--storage-uri={work / 'runs'}", "--run-name=stalled",
-        "--max-failures=1", "--slice-deadline-s=300",
-        f"--stall-once-at-step={STALL_AT}", f"--stall-rank={STALL_RANK}",
-        "--watchdog-factor=3", f"--watchdog-floor-s={WATCHDOG_FLOOR_S}", "--watchdog-startup-s=900",
-    ]  # fmt: skip
-    env = {**os.environ, "RAY_ADDRESS": emu.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    cmd = train_argv(
+        V5P, work, "stalled", steps=STEPS, checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH, max_failures=1,
+        slice_deadline_s=300, stall_once_at_step=STALL_AT, stall_rank=STALL_RANK, watchdog_factor=3,
+        watchdog_floor_s=WATCHDOG_FLOOR_S, watchdog_startup_s=900,
+    )  # fmt: skip
     alerts: list[dict[str, Any]] = []
     seen_metrics: list[dict[str, Any]] = []
     log_path = work / "train.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmd, env=driver_env(emu.address), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True
+        )
         deadline = time.monotonic() + 1200
         try:
             while proc.poll() is None and time.monotonic() < deadline:
@@ -112,14 +104,10 @@ def stalled_run(
                 proc.kill()
             proc.wait()
     output = log_path.read_text()
-    lines = [ln for ln in output.splitlines() if ln.startswith(train.RESULT_PREFIX)]
-    assert lines, output[-8000:]
-    import json
-
     return {
         "returncode": proc.returncode,
         "output": output,
-        "summary": json.loads(lines[-1][len(train.RESULT_PREFIX) :]),
+        "summary": result_of(output),
         "alerts": alerts,
         "metrics": seen_metrics,
     }

@@ -298,6 +298,14 @@ class EmulatedCluster:
 
     def stop(self, remove_dir: bool = True) -> list[int]:
         """Kill this cluster's processes (and only these). Returns PIDs that survived."""
+        if self._cluster is not None:
+            # What ray.cluster_utils.Cluster.shutdown does besides killing the nodes ("need to
+            # reset internal kv since gcs is down"): drop this process's GCS clients for the
+            # cluster while its GCS still answers, so none is left reconnecting to a dead one.
+            import ray.experimental.internal_kv
+
+            self._cluster.global_state.disconnect()
+            ray.experimental.internal_kv._internal_kv_reset()
         recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
         recorded += [p for r in self.state.storage if (p := r.process()) is not None]  # last: after the hosts
         # Hosts first, head last: raylets that lose the GCS first spend seconds retrying.
@@ -307,6 +315,7 @@ class EmulatedCluster:
             # The processes are gone; drop Cluster's references so its exit hook has nothing to do.
             self._cluster.worker_nodes.clear()
             self._cluster.head_node = None
+            self._nodes.clear()
         if remove_dir and not leftover:
             shutil.rmtree(self.state.state_dir, ignore_errors=True)
         return sorted(set(leftover))
