@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 from ray_apps import checkpoints, data, model, train  # noqa: E402
+from ray_apps.contracts import last_result  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
@@ -116,10 +117,9 @@ def trial(steps: int, checkpoint_every: int, kill_after: int, timeout_s: float) 
     finally:
         emu.stop()
     output = log_path.read_text(errors="replace")
-    lines = [ln for ln in output.splitlines() if ln.startswith(train.RESULT_PREFIX)]
-    if not lines or proc.returncode != 0:
+    summary = last_result(output)
+    if summary is None or proc.returncode != 0:
         raise RuntimeError(f"training did not recover (exit {proc.returncode}); log: {log_path}")
-    summary = json.loads(lines[-1][len(train.RESULT_PREFIX) :])
     final = model.load_checkpoint(summary["checkpoint"])
     placements = train.read_placements(run_uri)
     second = [p for p in placements if p["attempt"] == 2]

@@ -14,12 +14,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 TRAIN_MODULE = "ray_apps.train"
 SERVE_IMPORT_PATH = "ray_apps.serve:build_app"
 RESULT_PREFIX = "TPURAY_RESULT "  # then one line of JSON
+
+
+def last_result(output: str) -> dict[str, Any] | None:
+    """The JSON summary printed last in `output` (the rest of the line after RESULT_PREFIX), or
+    None. The prefix is looked for anywhere in a line: with stderr merged into stdout, another
+    process's log line may end up in front of it (seen in tests/test_autoscale_emulated.py)."""
+    found = [ln[ln.index(RESULT_PREFIX) + len(RESULT_PREFIX) :] for ln in output.splitlines() if RESULT_PREFIX in ln]
+    return json.loads(found[-1]) if found else None
+
+
 # The variable Google's storage clients read to use a GCS emulator instead of GCS: set on every
 # emulated host by `tpuray local up`, never on GKE (ray_apps.runtime.filesystem).
 STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"

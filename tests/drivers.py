@@ -5,7 +5,6 @@ run the driver as its own process (chain, fault recovery, autoscaler, watchdog).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ray_apps.contracts import RESULT_PREFIX, TRAIN_MODULE, TrainArgs
+from ray_apps.contracts import TRAIN_MODULE, TrainArgs, last_result
 from tpuray import catalog
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,13 +58,11 @@ def run_driver(argv: list[str], address: str, timeout_s: float = 400) -> tuple[i
 
 
 def result_of(output: str) -> dict[str, Any]:
-    """The JSON summary the driver printed last (the rest of the line after RESULT_PREFIX). With
-    stderr merged into stdout, a Ray log line of another process may end up in front of it on
-    the same line (seen in the autoscaler's preemption test), so the prefix is looked for
-    anywhere in a line."""
-    found = [ln[ln.index(RESULT_PREFIX) + len(RESULT_PREFIX) :] for ln in output.splitlines() if RESULT_PREFIX in ln]
-    assert found, output[-4000:]
-    return json.loads(found[-1])
+    """The JSON summary the driver printed last (contracts.last_result); fails showing the
+    output's tail when there is none."""
+    summary = last_result(output)
+    assert summary is not None, output[-4000:]
+    return summary
 
 
 def wait_for(what: str, check: Any, proc: subprocess.Popen[str] | None = None, timeout_s: float = 120) -> Any:

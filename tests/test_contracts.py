@@ -70,3 +70,12 @@ def test_the_rayservice_runs_the_contracts_serve_app() -> None:
     service = next(r for r in mocked("dev").resources if r.type == "kubernetes:ray.io/v1:RayService")
     assert "import_path: ray_apps.serve:build_app" in service.inputs["spec"]["serveConfigV2"]
     assert contracts.SERVE_IMPORT_PATH == "ray_apps.serve:build_app"
+
+
+def test_the_last_summary_is_read_even_behind_another_processs_log_text() -> None:
+    output = 'TPURAY_RESULT {"final_step": 2}\n(raylet) W node_manager.cc: exit TPURAY_RESULT {"final_step": 4}\ndone\n'
+    assert contracts.last_result(output) == {"final_step": 4}
+
+
+def test_output_without_a_summary_has_no_result() -> None:
+    assert contracts.last_result("Traceback (most recent call last):\nValueError: bad\n") is None
