@@ -241,11 +241,12 @@ def test_spot_rule_reads_a_compute_class_without_a_name() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "version"),
-    [('{"version": "2.59.0"}', "2.59.0"), ('{"python": "py312"}', "2.60.0"), ("not json", "2.60.0")],
-    ids=["stack-pin", "no-version", "unreadable"],
+    [('{"version": "2.59.0"}', "2.59.0"), ('{"python": "py312"}', "2.60.0"), ("not json", "2.60.0"), (None, "2.60.0")],
+    ids=["stack-pin", "no-version", "unreadable", "no-ray-section"],
 )
-def test_pinned_ray_version_comes_from_stack_config_under_the_cli(raw: str, version: str) -> None:
-    pulumi.runtime.set_all_config({"tpuray:ray": raw})
+def test_pinned_ray_version_comes_from_stack_config_under_the_cli(raw: str | None, version: str) -> None:
+    # Set every case's config explicitly: what an earlier test in this worker left behind must not decide it.
+    pulumi.runtime.set_all_config({} if raw is None else {"tpuray:ray": raw})
     try:
         assert pinned_ray_version({}) == version
         assert pinned_ray_version({"rayVersion": "2.58.0"}) == "2.58.0"  # policy config wins
