@@ -63,6 +63,20 @@ def _environment_restored() -> Iterator[None]:
     os.environ.update(saved)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_driver_outlives_its_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No test module leaves this process connected to a Ray cluster. The cluster is stopped
+    sooner or later, and a driver on a dead GCS ends its process 60 s on (Ray's std::_Exit,
+    see EmulatedCluster._disconnect_driver): under xdist, a worker lost with no message,
+    in whatever module runs next. Set up first, torn down last: after the module's own fixtures."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        address = ray.get_runtime_context().gcs_address
+        ray.shutdown()
+        pytest.fail(f"{request.module.__name__} left this process connected to the Ray cluster at {address}")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_caches_under_mutmut() -> None:
     """mutmut forks each mutant from a process where the catalog's cached table was built

@@ -168,3 +168,19 @@ def test_local_up_status_down_leaves_no_process(local_env: dict[str, str]) -> No
     assert not state_dir.exists()
     gone = _tpuray("local", "status", env=local_env)
     assert gone.returncode == 2 and "no emulated cluster" in gone.stderr
+
+
+@pytest.mark.slow
+def test_stopping_the_cluster_this_process_drives_disconnects_the_driver_first() -> None:
+    """A driver left connected would retry the dead GCS for 60 s and then end this process
+    (Ray's std::_Exit): under pytest-xdist, a worker lost mid-suite with no message."""
+    import ray
+
+    state_dir = tempfile.mkdtemp(prefix="tpdd-", dir="/tmp")
+    cluster = emulator.EmulatedCluster.start(emulator.Plan((), 0), state_dir=state_dir, name="test-driver")
+    try:
+        cluster.connect()
+        assert ray.is_initialized()
+    finally:
+        assert cluster.stop() == []
+    assert not ray.is_initialized()
