@@ -165,10 +165,15 @@ class SliceProvider(FakeMultiNodeProvider):
                 self._remove_slice(entry["slice"])
 
     def _remove_slice(self, name: str) -> None:
+        """Delete a replica's hosts as KubeRay deletes its pods: the kubelet sends SIGTERM first
+        (terminationGracePeriodSeconds), so each raylet unregisters from the GCS as it exits.
+        A SIGKILL would leave the GCS to find the hosts dead by failed health checks, 15 s
+        later (Ray's 3 s period x 5 failures): measured, a test's scale-to-zero took 21.5 s
+        that way and 6.5 s this way. Ray falls back to SIGKILL after 1 s per process."""
         for node_id in [i for i, n in self._nodes.items() if n.get("slice") == name]:
             entry = self._nodes.pop(node_id)
             with contextlib.suppress(Exception):
-                entry["node"].kill_all_processes(check_alive=False, allow_graceful=False)
+                entry["node"].kill_all_processes(check_alive=False, allow_graceful=True)
         self._record.slices[:] = [s for s in self._record.slices if s.name != name]
         self._record.hosts[:] = [h for h in self._record.hosts if h.slice != name]
         self._save()
