@@ -19,9 +19,6 @@ import yaml
 from tests.conftest import REPO
 from tpuray.diff import CLI, DiffError, Report, StackDiff, field_changes, resolve_ref, run_diff
 
-IGNORE = shutil.ignore_patterns(
-    ".venv", ".git", "__pycache__", ".pytest_cache", ".ruff_cache", "out", "*.egg-info", "build"
-)
 NODE_POOL = "gcp:container/nodePool:NodePool"
 COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 
@@ -35,7 +32,14 @@ def _git(repo: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("diffrepo") / "tpuray"
-    shutil.copytree(REPO, repo, ignore=IGNORE)
+    # What git would commit here (tracked and new files, .gitignore applied): not the built
+    # tools, virtual environment or mutation trees beside them (hundreds of MB).
+    listed = _git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():  # a tracked file deleted in the working tree is not copied
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, repo / name)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "base")

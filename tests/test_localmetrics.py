@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from tpuray import localmetrics
 from tpuray.config import load_stack
@@ -75,6 +76,8 @@ def test_prometheus_scrapes_ray_targets_with_scope_labels_and_fires_the_step_rul
     rule = dataclasses.replace(rules.hung_gang_step_rule(cfg), for_="0s")  # `for` is promtool-tested
     state = localmetrics.start(cfg, tmp_path, str(tmp_path / "ray"), [rule])
     try:
+        # Evaluated as often as scraped: at GKE's 30 s, the first evaluation comes up to 30 s late.
+        assert yaml.safe_load((tmp_path / "prometheus" / "rules.yaml").read_text())["groups"][0]["interval"] == "2s"
         deadline, alerts, steps = time.monotonic() + 60, [], {}
         while time.monotonic() < deadline and not (alerts and steps):
             alerts = localmetrics.firing(state)

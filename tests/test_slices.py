@@ -1,8 +1,10 @@
 """Slice-atomic scheduling (ray_apps.slices) on a real emulated cluster.
 
-One cluster for the whole module (started once, ~40 s on 2 cores):
-  v6e-spot-0, v6e-spot-1: v6e 4x4 (4 hosts x 4 chips), market spot
-  v5e-od-0:               v5e 4x4 (4 hosts x 4 chips), market on-demand
+One cluster for the whole module, of the smallest multi-host shapes (2 hosts x 4 chips, as
+tests/test_autoscale_emulated.py and test_fault_recovery.py use): 6 hosts, not 12:
+  v5p-spot-0, v5p-spot-1: v5p 2x2x2 (2 hosts x 4 chips), market spot
+  v4-od-0:                v4 2x2x2 (2 hosts x 4 chips), market on-demand: the same topology
+                          on another generation, the fallback
 Hosts are made busy with one-bundle placement groups pinned to a host by label, which
 hold the host's TPU exactly as a running gang would, but start no process.
 """
@@ -21,20 +23,20 @@ from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
-V6E = catalog.lookup("v6e", "4x4")
-V5E = catalog.lookup("v5e", "4x4")
-V6E_SLICES = ["v6e-spot-0", "v6e-spot-1"]
-TOPOLOGY = V6E.topology
-SHAPE = {"hosts": V6E.hosts, "chips_per_host": V6E.chips_per_host}
-SPOT = {"ray.io/accelerator-type": V6E.ray_accelerator_type, "ray.io/market-type": "spot"}
-ON_DEMAND = {"ray.io/accelerator-type": V6E.ray_accelerator_type, "ray.io/market-type": "on-demand"}
-V5E_ANY = {"ray.io/accelerator-type": V5E.ray_accelerator_type}
+V5P = catalog.lookup("v5p", "2x2x2")
+V4 = catalog.lookup("v4", "2x2x2")
+V5P_SLICES = ["v5p-spot-0", "v5p-spot-1"]
+TOPOLOGY = "2x2x2"
+SHAPE = {"hosts": 2, "chips_per_host": 4}
+SPOT = {"ray.io/accelerator-type": "TPU-V5P", "ray.io/market-type": "spot"}
+ON_DEMAND = {"ray.io/accelerator-type": "TPU-V5P", "ray.io/market-type": "on-demand"}
+V4_ANY = {"ray.io/accelerator-type": "TPU-V4"}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    specs = [SliceSpec(name, "v6e-spot", V6E, "spot") for name in V6E_SLICES]
-    specs.append(SliceSpec("v5e-od-0", "v5e-od", V5E, "on-demand"))
+    specs = [SliceSpec(name, "v5p-spot", V5P, "spot") for name in V5P_SLICES]
+    specs.append(SliceSpec("v4-od-0", "v4-od", V4, "on-demand"))
     with connected_emulator(plan_for(specs), "tprs-", "test-slices") as emu:
         yield emu
 
@@ -124,42 +126,42 @@ def test_emulated_host_labels_and_resources_match_gke(cluster: EmulatedCluster) 
         assert (shape.head_resource in res) == (worker == 0)
         assert node["NodeManagerAddress"] == "127.0.0.1"
     assert seen == {s.name: set(range(s.shape.hosts)) for s in cluster.slices}
-    assert V6E.head_resource == "TPU-v6e-16-head"
+    assert (V5P.head_resource, V4.head_resource) == ("TPU-v5p-16-head", "TPU-v4-16-head")
 
 
 # ---------------------------------------------------------------------------- the hang, reproduced
 
 
 def test_naive_gangs_span_slices(slices) -> None:
-    """One busy host per v6e slice: plain Ray splits a 4-host gang over both slices."""
+    """One busy host per v5p slice: plain Ray splits a 2-host gang over both slices."""
     import ray
     from ray.util.placement_group import placement_group
 
-    busy = {("v6e-spot-0", 1), ("v6e-spot-1", 2)}
+    busy = {("v5p-spot-0", 1), ("v5p-spot-1", 0)}
     held = _busy(busy)
     _wait_view(slices, busy)
-    v6e_bundle = {"TPU": 4, f"accelerator_type:{V6E.ray_accelerator_type}": 0.001}
+    v5p_bundle = {"TPU": 4, "accelerator_type:TPU-V5P": 0.001}
 
-    pg = placement_group([dict(v6e_bundle)] * 4, strategy="STRICT_SPREAD", name="naive-strict-spread")
+    pg = placement_group([dict(v5p_bundle)] * 2, strategy="STRICT_SPREAD", name="naive-strict-spread")
     assert ray.wait([pg.ready()], timeout=20)[0], "the naive placement group should be placed (split)"
     nodes = ray.util.placement_group_table(pg)["bundles_to_node_id"].values()
     assert len({_slice_of_node(n) for n in nodes}) == 2
     _release([pg])
 
-    @ray.remote(num_cpus=0, resources=v6e_bundle)
+    @ray.remote(num_cpus=0, resources=v5p_bundle)
     class Host:
         def where(self) -> str:
             import os
 
             return os.environ["TPU_NAME"]  # the env the webhook gives the pod
 
-    actors = [Host.remote() for _ in range(4)]
+    actors = [Host.remote() for _ in range(2)]
     where = ray.get([a.where.remote() for a in actors], timeout=60)
     assert len(set(where)) == 2, where
     for a in actors:
         ray.kill(a)
 
-    # Ours, in the same setting: no v6e slice is whole, so it refuses instead of splitting.
+    # Ours, in the same setting: no v5p slice is whole, so it refuses instead of splitting.
     with pytest.raises(slices.SliceUnavailableError):
         slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT], deadline_s=0.5)
     _release(held)
@@ -170,13 +172,13 @@ def test_naive_gangs_span_slices(slices) -> None:
 
 def test_gang_never_spans_slices_under_contention(slices) -> None:
     rng = random.Random(1234)
-    hosts = [(s, w) for s in V6E_SLICES for w in range(V6E.hosts)]
+    hosts = [(s, w) for s in V5P_SLICES for w in (0, 1)]
     placed = refused = 0
     for _ in range(60):
         busy = set(rng.sample(hosts, rng.randint(0, 3)))
         held = _busy(busy)
         _wait_view(slices, busy)
-        free_slices = {s for s in V6E_SLICES if not any(b[0] == s for b in busy)}
+        free_slices = {s for s in V5P_SLICES if not any(b[0] == s for b in busy)}
         try:
             res = slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT], deadline_s=0.3, attempt_timeout_s=2)
         except slices.SliceUnavailableError:
@@ -194,12 +196,12 @@ def test_gang_never_spans_slices_under_contention(slices) -> None:
 
 
 def test_prefers_fully_free_slice_over_one_with_free_worker_0(slices) -> None:
-    """SlicePlacementGroup's head claim can land on v6e-spot-0 (worker 0 free, worker 3
-    busy) and wait there; ours goes to the fully free v6e-spot-1 at once."""
-    held = _busy({("v6e-spot-0", 3)})
-    _wait_view(slices, {("v6e-spot-0", 3)})
+    """SlicePlacementGroup's head claim can land on v5p-spot-0 (worker 0 free, worker 1
+    busy) and wait there; ours goes to the fully free v5p-spot-1 at once."""
+    held = _busy({("v5p-spot-0", 1)})
+    _wait_view(slices, {("v5p-spot-0", 1)})
     with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT], deadline_s=5) as res:
-        assert res.slice_name == "v6e-spot-1"
+        assert res.slice_name == "v5p-spot-1"
     _release(held)
 
 
@@ -218,7 +220,7 @@ def test_bundle_i_is_tpu_worker_i(slices) -> None:
             [whoami.options(scheduling_strategy=res.strategy(i)).remote() for i in res.bundle_indices], timeout=60
         )
         assert got == [(res.slice_name, str(i)) for i in res.bundle_indices]
-        assert res.bundle_label_selectors()[2] == {"ray.io/tpu-slice-name": res.slice_name, "ray.io/tpu-worker-id": "2"}
+        assert res.bundle_label_selectors()[1] == {"ray.io/tpu-slice-name": res.slice_name, "ray.io/tpu-worker-id": "1"}
     res.release()  # idempotent after the context manager released it
 
 
@@ -226,24 +228,24 @@ def test_bundle_i_is_tpu_worker_i(slices) -> None:
 
 
 def test_fallback_first_matching_selector_wins(slices) -> None:
-    with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT, V5E_ANY], deadline_s=5) as res:
-        assert (res.selector_index, res.labels["ray.io/accelerator-type"]) == (0, "TPU-V6E")
+    with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT, V4_ANY], deadline_s=5) as res:
+        assert (res.selector_index, res.labels["ray.io/accelerator-type"]) == (0, "TPU-V5P")
 
 
 def test_fallback_skips_selector_without_slices(slices) -> None:
-    with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[ON_DEMAND, SPOT, V5E_ANY], deadline_s=5) as res:
+    with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[ON_DEMAND, SPOT, V4_ANY], deadline_s=5) as res:
         assert res.selector_index == 1
         assert res.labels["ray.io/market-type"] == "spot"
 
 
 def test_fallback_to_next_generation_when_no_slice_is_free(slices) -> None:
-    busy = {("v6e-spot-0", 0), ("v6e-spot-1", 2)}
+    busy = {("v5p-spot-0", 0), ("v5p-spot-1", 1)}
     held = _busy(busy)
     _wait_view(slices, busy)
-    with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT, ON_DEMAND, V5E_ANY], deadline_s=5) as res:
+    with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[SPOT, ON_DEMAND, V4_ANY], deadline_s=5) as res:
         assert res.selector_index == 2
-        assert res.slice_name == "v5e-od-0"
-        assert {_slice_of_node(n) for n in res.node_ids} == {"v5e-od-0"}
+        assert res.slice_name == "v4-od-0"
+        assert {_slice_of_node(n) for n in res.node_ids} == {"v4-od-0"}
     _release(held)
 
 
@@ -251,7 +253,7 @@ def test_fallback_to_next_generation_when_no_slice_is_free(slices) -> None:
 
 
 def test_deadline_error_names_topology_slices_and_occupants(slices) -> None:
-    busy = {("v6e-spot-0", 1), ("v6e-spot-1", 0), ("v6e-spot-1", 3)}
+    busy = {("v5p-spot-0", 1), ("v5p-spot-1", 0), ("v5p-spot-1", 1)}
     held = _busy(busy)
     _wait_view(slices, busy)
     t0 = time.monotonic()
@@ -261,12 +263,12 @@ def test_deadline_error_names_topology_slices_and_occupants(slices) -> None:
     assert elapsed >= 1.5  # it waited for the deadline (upper bound left loose: shared 2-core machine)
     assert elapsed < 30
     msg = str(info.value)
-    assert "topology 4x4" in msg and "4 hosts x 4 chips" in msg
-    assert "v6e-spot-0 (TPU-V6E, 4x4, spot, 4 hosts): 1/4 hosts busy" in msg
-    assert "v6e-spot-1 (TPU-V6E, 4x4, spot, 4 hosts): 2/4 hosts busy" in msg
-    assert "worker 1: TPU 4/4 in use by placement group 'busy-v6e-spot-0-w1'" in msg
-    assert "'busy-v6e-spot-1-w3'" in msg
-    assert "v5e-od-0 (TPU-V5LITEPOD, 4x4, on-demand, 4 hosts): all free (no selector matches)" in msg
+    assert "topology 2x2x2" in msg and "2 hosts x 4 chips" in msg
+    assert "v5p-spot-0 (TPU-V5P, 2x2x2, spot, 2 hosts): 1/2 hosts busy" in msg
+    assert "v5p-spot-1 (TPU-V5P, 2x2x2, spot, 2 hosts): 2/2 hosts busy" in msg
+    assert "worker 1: TPU 4/4 in use by placement group 'busy-v5p-spot-0-w1'" in msg
+    assert "'busy-v5p-spot-1-w1'" in msg
+    assert "v4-od-0 (TPU-V4, 2x2x2, on-demand, 2 hosts): all free (no selector matches)" in msg
     _release(held)
 
 

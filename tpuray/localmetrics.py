@@ -57,7 +57,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def prometheus_config(cfg: StackConfig, ray_dir: str, scrape_s: int = 2) -> dict[str, Any]:
+SCRAPE_S = 2  # scrape and rule evaluation interval: seconds here, where GKE's are 30 s or more
+
+
+def prometheus_config(cfg: StackConfig, ray_dir: str, scrape_s: int = SCRAPE_S) -> dict[str, Any]:
     sd_file = os.path.join(ray_dir, "session_latest", SD_FILE)
     labels = rules.ray_scope(cfg)
     return {
@@ -83,7 +86,7 @@ def start(
         raise MetricsError("prometheus is not installed: apt-get install prometheus (the Debian package)")
     folder = Path(state_dir) / "prometheus"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "rules.yaml").write_text(rules.rule_file(cfg, rule_list))
+    (folder / "rules.yaml").write_text(rules.rule_file(cfg, rule_list, interval=f"{SCRAPE_S}s"))
     (folder / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config(cfg, ray_dir), sort_keys=False))
     port = _free_port()
     log = open(folder / "prometheus.log", "wb")  # noqa: SIM115 - owned by the child

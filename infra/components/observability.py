@@ -94,7 +94,7 @@ class Observability(pulumi.ComponentResource):
                         "condition_prometheus_query_language": {
                             "query": rule.expr,
                             "duration": _seconds(rule.for_),
-                            "evaluation_interval": "30s",
+                            "evaluation_interval": rules.EVALUATION_INTERVAL,
                             "labels": rule.labels,
                             "rule_group": rules.group_name(cfg),
                             "alert_rule": rule.alert,

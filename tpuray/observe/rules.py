@@ -31,6 +31,9 @@ from tpuray.config import SlicePoolConfig, StackConfig
 from tpuray.observe.queries import selector
 
 # Ray Serve's numeric application state for RUNNING (ray serve application_state.py).
+# How often Cloud Monitoring evaluates each alert policy's PromQL on GKE, and the rule file's
+# group interval (promtool's tests evaluate at the same pace, tests/fixtures/observe/alerts_test.yaml).
+EVALUATION_INTERVAL = "30s"
 SERVE_RUNNING = 6
 SYSTEM_DUTY = "kubernetes_io:node_accelerator_duty_cycle"
 SYSTEM_TENSORCORE = "kubernetes_io:node_accelerator_tensorcore_utilization"
@@ -211,8 +214,13 @@ def group_name(cfg: StackConfig) -> str:
     return f"tpuray-{cfg.stack}"
 
 
-def rule_file(cfg: StackConfig, rules: list[Rule] | None = None) -> str:
-    """A Prometheus rule file (the format of `promtool check rules` and Prometheus itself)."""
+def rule_file(cfg: StackConfig, rules: list[Rule] | None = None, interval: str = EVALUATION_INTERVAL) -> str:
+    """A Prometheus rule file (the format of `promtool check rules` and Prometheus itself).
+
+    `interval` is the group's evaluation interval: GKE's by default; the local Prometheus
+    (tpuray.localmetrics) evaluates as often as it scrapes. Prometheus starts a group's
+    evaluations at an offset within the interval, so at 30 s a rule first fires up to 30 s
+    after its data arrives."""
     rules = stack_rules(cfg) if rules is None else rules
-    doc = {"groups": [{"name": group_name(cfg), "interval": "30s", "rules": [r.as_prometheus() for r in rules]}]}
+    doc = {"groups": [{"name": group_name(cfg), "interval": interval, "rules": [r.as_prometheus() for r in rules]}]}
     return yaml.safe_dump(doc, sort_keys=False, width=200)
