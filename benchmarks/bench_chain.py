@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 from ray_apps import data, slices, train  # noqa: E402
-from ray_apps.contracts import ShapeStep  # noqa: E402
+from ray_apps.contracts import TRAIN_MODULE, TrainArgs  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
@@ -56,10 +56,6 @@ V6E = catalog.lookup("v6e", "4x4")
 V5E = catalog.lookup("v5e", "4x4")
 DEFAULT_OUT = "/tmp/tpuray-bench-chain.json"
 BATCH, STEPS = 16, 2
-
-
-def _step(shape: catalog.SliceShape) -> str:
-    return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host).to_flag()
 
 
 def train_trial(
@@ -75,24 +71,19 @@ def train_trial(
     first, fallback = chain
     expect = expect or fallback.pod_type
     run_name = f"chain-{index}"
-    argv = [
-        sys.executable,
-        "-m",
-        "ray_apps.train",
-        "--device=emulated",
-        f"--accelerator-type={first.ray_accelerator_type}",
-        f"--topology={first.topology}",
-        f"--hosts-per-slice={first.hosts}",
-        f"--chips-per-host={first.chips_per_host}",
-        f"--fallback-shapes={_step(fallback)}",
-        f"--slice-deadline-s={deadline_s:g}",
-        f"--steps={STEPS}",
-        "--checkpoint-every=1",
-        f"--batch-size={BATCH}",
-        f"--data-uri={workdir / 'data'}",
-        f"--storage-uri={workdir / 'runs'}",
-        f"--run-name={run_name}",
-    ]
+    args = TrainArgs.on_shape(
+        first.shape_step,
+        device="emulated",
+        fallback_shapes=fallback.shape_step.to_flag(),
+        slice_deadline_s=deadline_s,
+        steps=STEPS,
+        checkpoint_every=1,
+        batch_size=BATCH,
+        data_uri=str(workdir / "data"),
+        storage_uri=str(workdir / "runs"),
+        run_name=run_name,
+    )
+    argv = [sys.executable, "-m", TRAIN_MODULE, *args.to_argv()]
     env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
     run_uri = str(workdir / "runs" / run_name)
     start = time.time()

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 from ray_apps import checkpoints, data, model, train  # noqa: E402
-from ray_apps.contracts import last_result  # noqa: E402
+from ray_apps.contracts import TRAIN_MODULE, TrainArgs, last_result  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
@@ -68,24 +68,19 @@ def trial(steps: int, checkpoint_every: int, kill_after: int, timeout_s: float) 
     run_uri = str(workdir / "runs" / "bench")
     log_path = workdir / "train.log"
     try:
-        cmd = [
-            sys.executable,
-            "-m",
-            "ray_apps.train",
-            "--device=emulated",
-            f"--accelerator-type={SHAPE.ray_accelerator_type}",
-            f"--topology={SHAPE.topology}",
-            f"--hosts-per-slice={SHAPE.hosts}",
-            f"--chips-per-host={SHAPE.chips_per_host}",
-            f"--steps={steps}",
-            f"--checkpoint-every={checkpoint_every}",
-            f"--data-uri={workdir / 'data'}",
-            f"--storage-uri={workdir / 'runs'}",
-            "--run-name=bench",
-            f"--batch-size={BATCH}",
-            "--max-failures=2",
-            "--slice-deadline-s=120",
-        ]
+        args = TrainArgs.on_shape(
+            SHAPE.shape_step,
+            device="emulated",
+            steps=steps,
+            checkpoint_every=checkpoint_every,
+            data_uri=str(workdir / "data"),
+            storage_uri=str(workdir / "runs"),
+            run_name="bench",
+            batch_size=BATCH,
+            max_failures=2,
+            slice_deadline_s=120,
+        )
+        cmd = [sys.executable, "-m", TRAIN_MODULE, *args.to_argv()]
         env = {
             **os.environ,
             "RAY_ADDRESS": emu.address,

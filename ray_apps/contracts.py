@@ -116,6 +116,12 @@ class TrainArgs:
             raise ValueError("--slice-deadline-s must be > 0")
         self.chain()  # a malformed --fallback-shapes fails here, naming the step
 
+    @classmethod
+    def on_shape(cls, step: ShapeStep, **fields: Any) -> TrainArgs:
+        """The arguments of a run whose first shape is `step` (ShapeStep's fields are SHAPE_FLAGS,
+        the same names as here); `fields` are the others."""
+        return cls(**dataclasses.asdict(step), **fields)
+
     def primary_shape(self) -> ShapeStep:
         return ShapeStep(self.accelerator_type or "", self.topology or "", self.hosts_per_slice, self.chips_per_host)
 

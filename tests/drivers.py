@@ -23,15 +23,12 @@ REPO = Path(__file__).resolve().parent.parent
 def train_argv(shape: catalog.SliceShape, workdir: Path, run_name: str, **fields: Any) -> list[str]:
     """The driver's command line for one slice shape (emulated devices), reading
     workdir/data and writing workdir/runs/<run_name>; `fields` are other TrainArgs fields."""
-    args = TrainArgs(
+    args = TrainArgs.on_shape(
+        shape.shape_step,
         data_uri=str(workdir / "data"),
         storage_uri=str(workdir / "runs"),
         run_name=run_name,
         device="emulated",
-        accelerator_type=shape.ray_accelerator_type,
-        topology=shape.topology,
-        hosts_per_slice=shape.hosts,
-        chips_per_host=shape.chips_per_host,
         **fields,
     )
     args.validate()

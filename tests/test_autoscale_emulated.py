@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from ray_apps import checkpoints, data, model, slices, train
-from ray_apps.contracts import ShapeStep
 from tests.drivers import REPO, driver_env, result_of, run_driver, train_argv, wait_for
 from tests.ray_fixtures import connected_emulator
 from tpuray import capacity, catalog
@@ -44,10 +43,6 @@ GROUPS = (
 VERSION = int(os.environ.get("TPURAY_AUTOSCALER_VERSION", "1"))
 STEPS, BATCH = 4, 16
 LONG_STEPS = 12  # the preemption test's run: still training when its slice is taken away
-
-
-def step_of(shape: catalog.SliceShape) -> ShapeStep:
-    return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +73,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def driver_argv(workdir: Path, run_name: str, steps: int = STEPS, **fields: Any) -> list[str]:
-    fallback = step_of(V4).to_flag()
+    fallback = V4.shape_step.to_flag()
     return train_argv(
         V5P, workdir, run_name, steps=steps, checkpoint_every=2, batch_size=BATCH, fallback_shapes=fallback, **fields
     )

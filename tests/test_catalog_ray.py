@@ -43,3 +43,11 @@ def test_the_one_vm_form_of_each_shape_ray_misreads_is_its_8_chip_machine_type()
 
 def test_a_multi_host_topology_has_no_one_vm_form() -> None:
     assert catalog.lookup("v6e", "4x4").one_vm_machine_types == ()
+
+
+def test_a_shape_is_asked_of_ray_with_its_accelerator_type_topology_and_host_layout() -> None:
+    from ray_apps.contracts import ShapeStep
+
+    assert catalog.lookup("v5p", "2x2x2").shape_step == ShapeStep("TPU-V5P", "2x2x2", 2, 4)
+    assert catalog.lookup("v6e", "4x4").shape_step == ShapeStep("TPU-V6E", "4x4", 4, 4)
+    assert catalog.lookup("v5e", "2x4", "ct5lp-hightpu-8t").shape_step == ShapeStep("TPU-V5LITEPOD", "2x4", 1, 8)

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from ray_apps import chain, data, slices
-from ray_apps.contracts import ShapeStep
 from tests import drivers
 from tests.drivers import train_argv
 from tests.ray_fixtures import connected_emulator
@@ -38,10 +37,6 @@ V5P = catalog.lookup("v5p", "2x2x2")
 V4 = catalog.lookup("v4", "2x2x2")
 SPOT, ON_DEMAND, V4_SLICE = "v5p-chain-spot-0", "v5p-chain-on-demand-0", "v4-chain-0"
 STEPS, BATCH = 4, 16
-
-
-def step_of(shape: catalog.SliceShape) -> ShapeStep:
-    return ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +96,7 @@ def test_two_v5p_slices_train_as_one_gang_with_megascale_env_per_worker(
 def test_a_preempted_spot_slice_leaves_the_chain_on_the_on_demand_tier_of_the_shape(cluster: EmulatedCluster) -> None:
     kill_and_wait(cluster, SPOT, 1)
     choice = chain.walk(
-        [step_of(V5P), step_of(V4)],
+        [V5P.shape_step, V4.shape_step],
         num_slices=1,
         deadline_s=10,
         inventory=slices.slice_inventory,
@@ -115,7 +110,7 @@ def test_without_a_whole_v5p_slice_the_job_trains_on_the_v4_fallback_shape(
 ) -> None:
     kill_and_wait(cluster, ON_DEMAND, 1)
     code, result, output = run_driver(
-        cluster, workdir, "fallback", slice_deadline_s=5, fallback_shapes=step_of(V4).to_flag()
+        cluster, workdir, "fallback", slice_deadline_s=5, fallback_shapes=V4.shape_step.to_flag()
     )
     assert code == 0, output[-4000:]
     capacity = result["capacity"]
@@ -135,7 +130,9 @@ def test_a_chain_with_no_whole_slice_fails_at_its_deadline_naming_every_step(
 ) -> None:
     v4 = catalog.lookup("v4", "2x2x4")
     started = time.monotonic()
-    code, result, _ = run_driver(cluster, workdir, "nothing", slice_deadline_s=3, fallback_shapes=step_of(v4).to_flag())
+    code, result, _ = run_driver(
+        cluster, workdir, "nothing", slice_deadline_s=3, fallback_shapes=v4.shape_step.to_flag()
+    )
     assert code == 1
     assert time.monotonic() - started < 120
     error = result["error"]

@@ -79,3 +79,17 @@ def test_the_last_summary_is_read_even_behind_another_processs_log_text() -> Non
 
 def test_output_without_a_summary_has_no_result() -> None:
     assert contracts.last_result("Traceback (most recent call last):\nValueError: bad\n") is None
+
+
+def test_a_run_on_a_shape_takes_its_four_shape_flags_and_keeps_the_other_fields() -> None:
+    args = contracts.TrainArgs.on_shape(
+        contracts.ShapeStep("TPU-V4", "2x2x2", 2, 4), data_uri="d", storage_uri="s", run_name="r", steps=8
+    )
+    assert (args.accelerator_type, args.topology, args.hosts_per_slice, args.chips_per_host) == (
+        "TPU-V4",
+        "2x2x2",
+        2,
+        4,
+    )
+    assert (args.data_uri, args.storage_uri, args.run_name, args.steps) == ("d", "s", "r", 8)
+    assert args.primary_shape() == contracts.ShapeStep("TPU-V4", "2x2x2", 2, 4)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
+from ray_apps.contracts import ShapeStep
 from tpuray.errors import TpurayError
 
 
@@ -112,6 +113,12 @@ class SliceShape:
             for s in all_shapes()
             if (s.generation, s.topology) == (self.generation, self.topology) and not s.multi_host
         )
+
+    @property
+    def shape_step(self) -> ShapeStep:
+        """This shape as the train driver asks Ray for it (its --accelerator-type, --topology,
+        --hosts-per-slice and --chips-per-host, or one step of --fallback-shapes)."""
+        return ShapeStep(self.ray_accelerator_type, self.topology, self.hosts, self.chips_per_host)
 
     @property
     def head_resource(self) -> str:

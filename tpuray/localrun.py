@@ -22,6 +22,7 @@ actually changes are read from the same functions and cannot drift apart.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -83,8 +84,9 @@ class LocalJob:
         return argv[argv.index(flag) + 1] if flag in argv else None
 
 
-def _shape_values(shape: SliceShape) -> tuple[str, str, str, str]:
-    return (shape.ray_accelerator_type, shape.topology, str(shape.hosts), str(shape.chips_per_host))
+def _shape_values(shape: SliceShape) -> tuple[str, ...]:
+    """The shape's values in SHAPE_FLAGS / SHAPE_ARGS order, as text."""
+    return tuple(str(value) for value in dataclasses.astuple(shape.shape_step))
 
 
 def _image_rewrite(manifest: dict[str, Any]) -> str:
@@ -200,7 +202,7 @@ def _rewrite_fallbacks(job: LocalJob, cluster: EmulatedCluster, manifest: dict[s
     rendered = job.argument(flag)
     if rendered is None:
         return
-    steps = [contracts.ShapeStep(*_step_values(s)) for s in emulated_fallbacks(cluster, manifest, primary)]
+    steps = [s.shape_step for s in emulated_fallbacks(cluster, manifest, primary)]
     emulated = contracts.format_shapes(steps)
     # Groups the emulator started no slice for (`local up --without-fallbacks`) keep their step.
     if emulated and emulated != rendered and len(steps) == len(contracts.parse_shapes(rendered)):
@@ -208,10 +210,6 @@ def _rewrite_fallbacks(job: LocalJob, cluster: EmulatedCluster, manifest: dict[s
         argv[argv.index(flag) + 1] = emulated
         job.entrypoint = shlex.join(argv)
         job.rewrites.append(f"{flag}: {rendered} -> {emulated} (the emulated slices)")
-
-
-def _step_values(shape: SliceShape) -> tuple[str, str, int, int]:
-    return (shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
 
 
 def _python(entrypoint: str, rewrites: list[str]) -> str:

@@ -20,7 +20,7 @@ import yaml
 from infra.components import hf_secret, network, pod_security
 from infra.components.ray_cluster import KSA_NAME, ray_cluster_spec
 from ray_apps import contracts, health
-from tpuray import bundle, catalog, images, labels, llm_stack
+from tpuray import bundle, images, labels, llm_stack
 from tpuray.config import ConfigError, StackConfig
 from tpuray.gcp_rules import service_account_id
 
@@ -59,13 +59,9 @@ def train_entrypoint(cfg: StackConfig) -> str:
         device="tpu",
         # The chain's other shapes: the driver asks for them in order when the first gets no
         # whole slice in time; GKE walks the capacity tiers of each shape (docs/capacity.md).
-        fallback_shapes=contracts.format_shapes([_shape_step(s) for s in pool.fallback_shapes]),
+        fallback_shapes=contracts.format_shapes([s.shape_step for s in pool.fallback_shapes]),
     )
     return shlex.join(["python", "-m", contracts.TRAIN_MODULE, *args.to_argv(contracts.RENDERED_TRAIN_FLAGS)])
-
-
-def _shape_step(shape: catalog.SliceShape) -> contracts.ShapeStep:
-    return contracts.ShapeStep(shape.ray_accelerator_type, shape.topology, shape.hosts, shape.chips_per_host)
 
 
 def train_job(cfg: StackConfig) -> dict[str, Any]:
