@@ -140,7 +140,8 @@ class SliceView:
         kind = ", ".join(v for v in (lab.get(ACCELERATOR_TYPE), lab.get(TOPOLOGY), lab.get(MARKET_TYPE)) if v)
         state = "all free" if self.free else f"{self.busy_hosts}/{len(self.hosts)} hosts busy"
         busy = "; ".join(h.describe() for h in self.hosts if not h.free)
-        return f"{self.name} ({kind}, {len(self.hosts)} hosts): {state}" + (f" [{busy}]" if busy else "")
+        count = f"{len(self.hosts)} host" + ("s" if len(self.hosts) != 1 else "")
+        return f"{self.name} ({kind}, {count}): {state}" + (f" [{busy}]" if busy else "")
 
 
 # pragma: no mutate start (Ray's live view: the real-cluster tests in test_slices.py cover it)

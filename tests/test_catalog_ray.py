@@ -51,3 +51,8 @@ def test_a_shape_is_asked_of_ray_with_its_accelerator_type_topology_and_host_lay
     assert catalog.lookup("v5p", "2x2x2").shape_step == ShapeStep("TPU-V5P", "2x2x2", 2, 4)
     assert catalog.lookup("v6e", "4x4").shape_step == ShapeStep("TPU-V6E", "4x4", 4, 4)
     assert catalog.lookup("v5e", "2x4", "ct5lp-hightpu-8t").shape_step == ShapeStep("TPU-V5LITEPOD", "2x4", 1, 8)
+
+
+def test_a_shapes_host_count_reads_as_one_host_or_n_hosts() -> None:
+    assert catalog.lookup("v6e", "2x2").hosts_text == "1 host"
+    assert catalog.lookup("v5p", "2x2x2").hosts_text == "2 hosts"

@@ -138,7 +138,7 @@ def test_a_chain_with_no_whole_slice_fails_at_its_deadline_naming_every_step(
     error = result["error"]
     assert error.startswith("ChainExhaustedError: no step of the capacity chain gave 1 whole free slice(s) within 3 s")
     assert "step 1: TPU-V5P 2x2x2 (2 hosts x 4 chips): no whole free slice" in error
-    assert f"{SPOT} (TPU-V5P, 2x2x2, spot, 1 hosts)" in error
+    assert f"{SPOT} (TPU-V5P, 2x2x2, spot, 1 host)" in error
     assert (
         "step 2: TPU-V4 2x2x4 (4 hosts x 4 chips): no whole free slice within 3.0 s; no slice of this shape came up"
         in (error)

@@ -349,3 +349,8 @@ def test_deadline_message_calls_a_slice_missing_a_host_another_shape() -> None:
 def test_deadline_message_calls_a_slice_with_other_chips_per_host_unmatched() -> None:
     message = slices._deadline_message("4x4", 4, 4, [SPOT], [a_slice("v6e-spot-0", chips=8)], 5)
     assert message.splitlines()[-1] == "  - v6e-spot-0 (TPU-V6E, 4x4, spot, 4 hosts): all free (no selector matches)"
+
+
+def test_a_slice_left_with_one_host_is_described_as_one_host() -> None:
+    message = slices._deadline_message("4x4", 4, 4, [SPOT], [a_slice("v6e-spot-0", hosts=1)], 5)
+    assert message.splitlines()[-1] == "  - v6e-spot-0 (TPU-V6E, 4x4, spot, 1 host): all free (other shape)"

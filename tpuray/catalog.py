@@ -115,6 +115,11 @@ class SliceShape:
         )
 
     @property
+    def hosts_text(self) -> str:
+        """'1 host', '4 hosts': the slice's host count in a message."""
+        return f"{self.hosts} host" + ("s" if self.hosts != 1 else "")
+
+    @property
     def shape_step(self) -> ShapeStep:
         """This shape as the train driver asks Ray for it (its --accelerator-type, --topology,
         --hosts-per-slice and --chips-per-host, or one step of --fallback-shapes)."""

@@ -156,12 +156,12 @@ def _node_pool_slice_shape(resources: list[Resource], config: dict[str, Any]) ->
             if as_int(top) != shape.hosts:
                 yield Finding(
                     f"{pool.label}: autoscaling max node count is {show(top)}; one {shape.generation} "
-                    f"{shape.topology} slice is {shape.hosts} hosts, created and removed together: set it to {shape.hosts}",
+                    f"{shape.topology} slice is {shape.hosts_text}, created and removed together: set it to {shape.hosts}",
                     pool.urn,
                 )
             if as_int(low) not in (0, shape.hosts):
                 yield Finding(
-                    f"{pool.label}: autoscaling min node count is {show(low)}; a slice is all {shape.hosts} hosts or "
+                    f"{pool.label}: autoscaling min node count is {show(low)}; a slice is all {shape.hosts_text} or "
                     f"none: set 0 or {shape.hosts}",
                     pool.urn,
                 )
@@ -170,7 +170,7 @@ def _node_pool_slice_shape(resources: list[Resource], config: dict[str, Any]) ->
         if as_int(count) != shape.hosts:
             yield Finding(
                 f"{pool.label}: node count is {show(count)}; a {shape.generation} {shape.topology} slice on "
-                f"{shape.machine_type} is {shape.hosts} hosts in one node pool: set the node count to {shape.hosts}",
+                f"{shape.machine_type} is {shape.hosts_text} in one node pool: set the node count to {shape.hosts}",
                 pool.urn,
             )
 

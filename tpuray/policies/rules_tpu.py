@@ -146,7 +146,7 @@ def _num_of_hosts(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             yield (
                 f"{res.label}: {g.where}.numOfHosts is {show(raw) if 'numOfHosts' in g.spec else 'unset (1)'}; "
                 f"a {shape.generation} {shape.topology} slice with {shape.chips_per_host} chips per pod is "
-                f"{shape.hosts} hosts ({shape.machine_type}): set numOfHosts: {shape.hosts}"
+                f"{shape.hosts_text} ({shape.machine_type}): set numOfHosts: {shape.hosts}"
             )
 
 
