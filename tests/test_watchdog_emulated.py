@@ -85,7 +85,7 @@ def stalled_run(
         slice_deadline_s=300, stall_once_at_step=STALL_AT, stall_rank=STALL_RANK, watchdog_factor=3,
         watchdog_floor_s=WATCHDOG_FLOOR_S, watchdog_startup_s=900,
     )  # fmt: skip
-    alerts: list[dict[str, Any]] = []
+    alerts: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}  # every alert seen firing, by its labels
     seen_metrics: list[dict[str, Any]] = []
     log_path = work / "train.log"
     with open(log_path, "w") as log:
@@ -97,8 +97,10 @@ def stalled_run(
             while proc.poll() is None and time.monotonic() < deadline:
                 if not seen_metrics:
                     seen_metrics = localmetrics.query(prom, "ray_tpuray_train_step")
-                if not alerts:
-                    alerts = localmetrics.firing(prom)
+                # Kept polling: both ranks stop completing steps (one hangs, the other waits on it),
+                # and with evaluations every 2 s their alerts can start at different evaluations.
+                for alert in localmetrics.firing(prom):
+                    alerts.setdefault(tuple(sorted(alert["labels"].items())), alert)
                 time.sleep(2)
         finally:
             if proc.poll() is None:
@@ -109,7 +111,7 @@ def stalled_run(
         "returncode": proc.returncode,
         "output": output,
         "summary": result_of(output),
-        "alerts": alerts,
+        "alerts": list(alerts.values()),
         "metrics": seen_metrics,
     }
 
