@@ -57,14 +57,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-SCRAPE_S = 2  # scrape and rule evaluation interval: seconds here, where GKE's are 30 s or more
+# Scrape, global evaluation and rule group interval, in seconds: one value, so a rule is
+# evaluated as soon as a scrape can have changed it (the GKE side uses rules.EVALUATION_INTERVAL).
+SCRAPE_S = 2
 
 
-def prometheus_config(cfg: StackConfig, ray_dir: str, scrape_s: int = SCRAPE_S) -> dict[str, Any]:
+def prometheus_config(cfg: StackConfig, ray_dir: str) -> dict[str, Any]:
     sd_file = os.path.join(ray_dir, "session_latest", SD_FILE)
     labels = rules.ray_scope(cfg)
     return {
-        "global": {"scrape_interval": f"{scrape_s}s", "evaluation_interval": f"{scrape_s}s"},
+        "global": {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"},
         "rule_files": ["rules.yaml"],
         "scrape_configs": [
             {

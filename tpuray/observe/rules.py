@@ -30,10 +30,10 @@ from tpuray import catalog, cost
 from tpuray.config import SlicePoolConfig, StackConfig
 from tpuray.observe.queries import selector
 
-# Ray Serve's numeric application state for RUNNING (ray serve application_state.py).
-# How often Cloud Monitoring evaluates each alert policy's PromQL on GKE, and the rule file's
-# group interval (promtool's tests evaluate at the same pace, tests/fixtures/observe/alerts_test.yaml).
+# The evaluation interval this project's AlertPolicies ask Cloud Monitoring for, and the rule
+# file's group interval (promtool's tests evaluate at the same pace, tests/fixtures/observe/alerts_test.yaml).
 EVALUATION_INTERVAL = "30s"
+# Ray Serve's numeric application state for RUNNING (ray serve application_state.py).
 SERVE_RUNNING = 6
 SYSTEM_DUTY = "kubernetes_io:node_accelerator_duty_cycle"
 SYSTEM_TENSORCORE = "kubernetes_io:node_accelerator_tensorcore_utilization"
@@ -219,8 +219,9 @@ def rule_file(cfg: StackConfig, rules: list[Rule] | None = None, interval: str =
 
     `interval` is the group's evaluation interval: GKE's by default; the local Prometheus
     (tpuray.localmetrics) evaluates as often as it scrapes. Prometheus starts a group's
-    evaluations at an offset within the interval, so at 30 s a rule first fires up to 30 s
-    after its data arrives."""
+    evaluations at an offset within the interval (a hash of the group, rules/group.go
+    `EvalTimestamp`), so at 30 s a rule first fired up to 30 s after its data arrived here
+    (measured: 7 s and 31 s in two starts of the same test)."""
     rules = stack_rules(cfg) if rules is None else rules
     doc = {"groups": [{"name": group_name(cfg), "interval": interval, "rules": [r.as_prometheus() for r in rules]}]}
     return yaml.safe_dump(doc, sort_keys=False, width=200)
