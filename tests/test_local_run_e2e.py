@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,9 +65,15 @@ def last_json(stdout: str) -> dict:
 
 
 def serve_app_status(state_dir: Path, app: str) -> str:
+    """The application's status from the dashboard's Serve API; "UNANSWERED" when the
+    dashboard does not answer within 10 s (seen once in a loaded `make test`): the caller keeps
+    polling until its own deadline."""
     base = emulator.EmulatedCluster.attach(state_dir).state.dashboard_url
-    with urllib.request.urlopen(f"{base}/api/serve/applications/", timeout=10) as response:
-        apps = json.load(response).get("applications", {})
+    try:
+        with urllib.request.urlopen(f"{base}/api/serve/applications/", timeout=10) as response:
+            apps = json.load(response).get("applications", {})
+    except (TimeoutError, urllib.error.URLError):
+        return "UNANSWERED"
     return apps.get(app, {}).get("status", "NOT_STARTED")
 
 
