@@ -82,13 +82,8 @@ def run_only(client: InProcessAnalyzer, names: set[str], fixture: Fixture) -> li
     allowed images), every rule not in `names` disabled."""
     overrides: dict[str, Any] = {r.name: {"enforcementLevel": "disabled"} for r in RULES if r.name not in names}
     overrides.setdefault("ray-version-pinned", {})["rayVersion"] = "2.60.0"
-    if fixture.stack:
-        items = yaml.safe_load(fixture.path.read_text())
-        targets = [
-            Target(Resource(i["type"], i["name"], i["inputs"], urn("fixture", i["type"], i["name"]))) for i in items
-        ]
-    else:
-        targets = load([str(fixture.path)])
+    targets = _targets(fixture.path, fixture.stack)
+    if not fixture.stack:
         for rule in RULES:
             if not rule.kubernetes:
                 overrides[rule.name] = {"enforcementLevel": "disabled"}

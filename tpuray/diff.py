@@ -2,8 +2,9 @@
 
 Each side runs its own tree's `tpuray preview STACK --json` under the Pulumi mock engine
 (base: the ref extracted with `git archive` into a temporary folder; head: the working
-tree), in a subprocess whose PYTHONPATH is that tree, so each side is evaluated by its own
-program with the same mocks and the same virtualenv. Resources are matched by (type,
+tree), in a process that imports that tree's tpuray and infra (forked from one that has
+only the virtualenv's provider SDKs loaded, tpuray/preview_fork.py), so each side is
+evaluated by its own program with the same mocks and the same virtualenv. Resources are matched by (type,
 logical name); policy violations come from the preview's "violations" key and cost from its
 "cost" key (an old ref without them has no violations, and its cost is computed from its
 stack file with the head's cost model).
@@ -20,25 +21,20 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tpuray import cost as costmod
-from tpuray import errors
+from tpuray import errors, preview_fork
 from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stack_file_in, stack_names
 
 EXIT_MANDATORY = 1
 EXIT_BAD_REF = 2
 EXIT_INVALID = 2  # the head stack does not evaluate: bad config or inputs the provider SDK refuses
 PREVIEW_TIMEOUT_S = 300
-# The tree's CLI, imported as tpuray.cli: under `python -m tpuray.cli` the module would be
-# __main__, and its `except UserError` would not catch tpuray.cli.UserError raised by a command.
-CLI = "import sys; from tpuray.cli import main; sys.exit(main())"
 
 # Input paths whose change makes the provider replace the resource instead of updating it
 # (ForceNew in the Google provider, immutable Kubernetes identity). A reviewer's heuristic:
@@ -143,31 +139,39 @@ def tree_stacks(tree: Path) -> list[str]:
     return stack_names(tree / "stacks")
 
 
-def preview_side(tree: Path, stack: str) -> Side:
-    """`tpuray preview STACK --json` of the tree at `tree`, run with that tree's own code."""
-    if not stack_file_in(tree / "stacks", stack).is_file():
-        return Side(stack, exists=False)
-    env = dict(os.environ, PYTHONPATH=str(tree))
+def preview_env() -> dict[str, str]:
+    """The environment of every side's preview."""
     from tpuray.shared import ENV_VAR, REPO_ROOT
 
+    env = dict(os.environ)
     # An extracted ref lives in a temp dir, so its default ../shared would be missing.
     env.setdefault(ENV_VAR, str(REPO_ROOT.parent / "shared"))
-    try:
-        result = subprocess.run(
-            [sys.executable, "-c", CLI, "preview", stack, "--json"],
-            cwd=tree, env=env, capture_output=True, text=True, timeout=PREVIEW_TIMEOUT_S,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
+    return env
+
+
+def preview_sides(work: list[tuple[Path, str]], jobs: int) -> list[Side]:
+    """`tpuray preview STACK --json` of each (tree, stack), each run with its tree's own code
+    (tpuray/preview_fork.py: one process pre-loads the provider SDKs and forks the previews)."""
+    present = [(tree, stack) for tree, stack in work if stack_file_in(tree / "stacks", stack).is_file()]
+    finished = iter(preview_fork.run(present, preview_env(), jobs, PREVIEW_TIMEOUT_S) if present else [])
+    return [
+        _side(stack, next(finished)) if (tree, stack) in present else Side(stack, exists=False)
+        for tree, stack in work
+    ]
+
+
+def _side(stack: str, result: preview_fork.Finished) -> Side:
+    if result.code is None:
         return Side(stack, error=f"preview did not finish in {PREVIEW_TIMEOUT_S} s")
     # Preview exits 1 when a mandatory policy fires: the document is still complete.
-    if result.returncode in (0, 1):
+    if result.code in (0, 1):
         try:
             return Side(stack, doc=json.loads(result.stdout))
         except json.JSONDecodeError:
             pass
     lines = [ln for ln in (result.stderr or result.stdout).strip().splitlines() if ln.strip()]
     errors = [ln.removeprefix("error: ").strip() for ln in lines if ln.startswith("error:")]
-    return Side(stack, error="; ".join(errors) or (lines[-1] if lines else f"exit {result.returncode}"))
+    return Side(stack, error="; ".join(errors) or (lines[-1] if lines else f"exit {result.code}"))
 
 
 # pragma: no mutate end
@@ -440,9 +444,7 @@ def run_diff(repo: Path, base_ref: str, stacks: list[str] | None = None, jobs: i
                 f"valid: {', '.join(sorted(set(tree_stacks(base_tree)) | set(tree_stacks(root))))}"
             )
         work = [(tree, s) for s in names for tree in (base_tree, root)]
-        # Each preview is its own Python process (about 2 s, mostly imports): run them side by side.
-        with ThreadPoolExecutor(max_workers=jobs or max(2, min(len(work), os.cpu_count() or 2))) as pool:
-            sides = list(pool.map(lambda w: preview_side(*w), work))
+        sides = preview_sides(work, jobs or max(2, min(len(work), os.cpu_count() or 2)))
         return Report(
             base_ref,
             sha,

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from tpuray import emulator, localmetrics
+from tpuray.config import resolve_stack_file
 from tpuray.errors import UserError
 from tpuray.mockrun import run_stack
 
@@ -105,8 +106,11 @@ def run_workload(args: argparse.Namespace) -> int:
     from tpuray import localrun
 
     console = Console(highlight=False)
+    name, _ = resolve_stack_file(args.stack)
+    sdir = emulator.state_dir_for(name)
+    if not args.explain and not (sdir / emulator.STATE_FILE).exists():  # before the seconds of rendering
+        raise UserError(f"no emulated cluster for stack {name!r}; start one with `tpuray local up {name}`")
     stack = run_stack(args.stack)
-    sdir = emulator.state_dir_for(stack.stack)
     if args.explain:
         from tpuray.explain import ignored
 
@@ -119,10 +123,6 @@ def run_workload(args: argparse.Namespace) -> int:
         for line in ignored(stack):
             console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
         return 0
-    if not (sdir / emulator.STATE_FILE).exists():
-        raise UserError(
-            f"no emulated cluster for stack {stack.stack!r}; start one with `tpuray local up {stack.stack}`"
-        )
     cluster = emulator.EmulatedCluster.attach(sdir)
     if not cluster.state.dashboard_url:
         raise UserError("the emulated cluster runs without its dashboard; restart it without --no-dashboard")
