@@ -135,6 +135,25 @@ def test_a_rule_calling_split_rejects_a_sev_class_on_a_non_sev_machine() -> None
     assert rule_failures(cc) == []
 
 
+def test_an_object_changed_in_place_after_its_check_is_judged_again_not_from_the_first_verdict() -> None:
+    cc = _cc(nodePoolConfig={"serviceAccount": "n@p.iam.gserviceaccount.com",
+                             "nodeDrainConfig": {"graceTerminationDuration": "600s"}})  # fmt: skip
+    assert rule_failures(cc) == []
+    cc["spec"]["nodePoolConfig"]["nodeDrainConfig"]["graceTerminationDuration"] = "90000s"
+    assert len(rule_failures(cc)) == 1
+    cc["spec"]["nodePoolConfig"]["nodeDrainConfig"]["graceTerminationDuration"] = "600s"
+    assert rule_failures(cc) == []
+
+
+def test_a_verdict_given_twice_is_the_same_list_and_a_caller_cannot_change_the_kept_one() -> None:
+    cc = _cc(nodePoolConfig={"serviceAccount": "n@p.iam.gserviceaccount.com",
+                             "nodeDrainConfig": {"graceTerminationDuration": "90000s"}})  # fmt: skip
+    first = rule_failures(cc)
+    first.append("a caller's own line")
+    (again,) = rule_failures(cc)
+    assert again.startswith("ComputeClass/v6e: spec.nodePoolConfig.nodeDrainConfig.graceTerminationDuration: ")
+
+
 def test_transition_rules_are_skipped_on_create_and_the_others_still_run() -> None:
     cluster = yaml.safe_load((FIXTURES / "good" / "raycluster.yaml").read_text())
     cluster["spec"]["managedBy"] = "ray.io/kuberay-operator"  # also `self == oldSelf`: update-only

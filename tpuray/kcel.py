@@ -18,6 +18,7 @@ What the API server does and we copy (https://kubernetes.io/docs/reference/using
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -174,8 +175,31 @@ def _check(value: Any, schema: dict[str, Any], path: str) -> Iterator[tuple[str,
         yield from _check(item, sub, where)
 
 
+# Verdicts by the object's JSON text: a verdict depends only on the object and the packaged
+# CRD, and one process (the test suite, `tpuray check` over many files) meets the same rendered
+# RayJob and RayService many times; celpy interprets each rule at about 8 ms per object (the
+# fast suite: 901 objects, 234 distinct, 7.5 CPU s of CEL). Insertion-ordered JSON, so the
+# lines come in the order an uncached evaluation gives; an object holding a value only known
+# after deployment is not JSON and is evaluated each time.
+_VERDICTS: dict[str, tuple[str, ...]] = {}
+_VERDICTS_KEPT = 1024
+
+
 def rule_failures(manifest: dict[str, Any]) -> list[str]:
     """One line per failing x-kubernetes-validations rule: field, the CRD's message, the rule."""
+    try:
+        key = json.dumps(manifest)
+    except TypeError:
+        return _rule_failures(manifest)
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        if len(_VERDICTS) >= _VERDICTS_KEPT:
+            del _VERDICTS[next(iter(_VERDICTS))]
+        verdict = _VERDICTS[key] = tuple(_rule_failures(manifest))
+    return list(verdict)
+
+
+def _rule_failures(manifest: dict[str, Any]) -> list[str]:
     schema = openapi_schema(manifest["apiVersion"], manifest["kind"])
     obj = with_defaults(manifest, schema)
     return [
