@@ -25,6 +25,10 @@ STACKS = ("dev", "staging", "prod")
 def pytest_configure(config: pytest.Config) -> None:
     # Before any test starts a process; xdist workers inherit the controller's token.
     leftovers.mark_session()
+    # No Ray process of the suite collects usage stats, as none of the emulator's nodes does
+    # (emulator BASE_ENV): the private clusters of ray_fixtures.local_ray and the pytest
+    # drivers otherwise start Ray Data's usage-collection actor, one more Ray worker each.
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
