@@ -39,7 +39,7 @@ test: venv
 	$(BIN)/python tests/coverage_gate.py
 
 # Everything that needs no Ray cluster (tests not marked slow): the inner loop, about a minute
-# (80.1 s for 1,671 tests measured on 2 cores, docs/testing.md).
+# (58 to 61 s for 1,683 tests measured on 2 cores, docs/testing.md).
 test-fast: venv
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
