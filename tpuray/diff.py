@@ -4,10 +4,10 @@ Each side runs its own tree's `tpuray preview STACK --json` under the Pulumi moc
 (base: the ref extracted with `git archive` into a temporary folder; head: the working
 tree), in a process that imports that tree's tpuray and infra (forked from one that has
 only the virtualenv's provider SDKs loaded, tpuray/preview_fork.py), so each side is
-evaluated by its own program with the same mocks and the same virtualenv. Resources are matched by (type,
-logical name); policy violations come from the preview's "violations" key and cost from its
-"cost" key (an old ref without them has no violations, and its cost is computed from its
-stack file with the head's cost model).
+evaluated by its own program with the same mocks and the same virtualenv. Resources are
+matched by (type, logical name); policy violations come from the preview's "violations" key
+and cost from its "cost" key (an old ref without them has no violations, and its cost is
+computed from its stack file with the head's cost model).
 
 Length (about 450 lines, over the ~400 rule): the git side (refs, extraction), the comparison
 of resources, violations and cost, and the report types are one pipeline that `tpuray diff`
@@ -153,10 +153,12 @@ def preview_sides(work: list[tuple[Path, str]], jobs: int) -> list[Side]:
     """`tpuray preview STACK --json` of each (tree, stack), each run with its tree's own code
     (tpuray/preview_fork.py: one process pre-loads the provider SDKs and forks the previews)."""
     present = [(tree, stack) for tree, stack in work if stack_file_in(tree / "stacks", stack).is_file()]
-    finished = iter(preview_fork.run(present, preview_env(), jobs, PREVIEW_TIMEOUT_S) if present else [])
+    try:
+        finished = iter(preview_fork.run(present, preview_env(), jobs, PREVIEW_TIMEOUT_S) if present else [])
+    except preview_fork.PreviewProcessError as err:
+        raise DiffError(str(err)) from None
     return [
-        _side(stack, next(finished)) if (tree, stack) in present else Side(stack, exists=False)
-        for tree, stack in work
+        _side(stack, next(finished)) if (tree, stack) in present else Side(stack, exists=False) for tree, stack in work
     ]
 
 

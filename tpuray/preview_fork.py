@@ -67,6 +67,10 @@ PRELOAD = (
 _POLL_S = 0.05
 
 
+class PreviewProcessError(RuntimeError):
+    """The pre-loaded process itself failed (not one preview): nothing was compared."""
+
+
 @dataclass(frozen=True)
 class Finished:
     """One preview's outcome: its exit code (None: killed at the timeout) and its output."""
@@ -104,7 +108,9 @@ def run(
             done = json.loads(line)
             codes[done["i"]] = done["code"]
         if len(codes) != len(work):
-            raise RuntimeError(f"preview process exited {result.returncode}: {result.stderr.strip()[-2000:]}")
+            raise PreviewProcessError(
+                f"the preview process exited {result.returncode}: {result.stderr.strip()[-2000:]}"
+            )
         return [
             Finished(codes[i], Path(r["out"]).read_text(), Path(r["err"]).read_text()) for i, r in enumerate(requests)
         ]
@@ -118,17 +124,17 @@ def _preload(names: list[str]) -> None:
 
 def _child(request: dict[str, str]) -> None:
     """In the forked child: become `python -c CLI preview STACK --json` run in the tree."""
-    tree = request["tree"]
-    sys.path[:] = [tree] + [p for p in sys.path if p not in ("", os.getcwd())]
-    os.environ["PYTHONPATH"] = tree
-    os.chdir(tree)
-    for fd, path in ((1, request["out"]), (2, request["err"])):
+    for fd, path in ((1, request["out"]), (2, request["err"])):  # first: what fails below is reported
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
         os.close(target)
-    sys.argv = ["tpuray", "preview", request["stack"], "--json"]
     code: object = 1
     try:
+        tree = request["tree"]
+        sys.path[:] = [tree] + [p for p in sys.path if p not in ("", os.getcwd())]
+        os.environ["PYTHONPATH"] = tree
+        os.chdir(tree)
+        sys.argv = ["tpuray", "preview", request["stack"], "--json"]
         from tpuray.cli import main  # the tree's: nothing of tpuray is loaded before the fork
 
         code = main()
@@ -143,6 +149,7 @@ def _child(request: dict[str, str]) -> None:
 
 
 def _serve(jobs: int, timeout_s: float, preload: list[str]) -> None:
+    jobs = max(1, jobs)
     requests = [json.loads(line) for line in sys.stdin if line.strip()]
     _preload(preload)
     pending = list(enumerate(requests))
@@ -154,7 +161,10 @@ def _serve(jobs: int, timeout_s: float, preload: list[str]) -> None:
             sys.stdout.flush()
             pid = os.fork()
             if pid == 0:
-                _child(request)
+                try:
+                    _child(request)  # ends with os._exit
+                finally:
+                    os._exit(1)  # never back into this loop as a second server
             running[pid] = (i, time.monotonic() + timeout_s)
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
