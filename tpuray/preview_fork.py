@@ -94,19 +94,25 @@ def run(
         env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # each child's tree comes first
         boot = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
         rounds = -(-len(work) // max(1, jobs))
-        result = subprocess.run(
-            [sys.executable, "-c", boot, __file__, str(jobs), str(timeout_s), ",".join(preload)],
-            input="".join(json.dumps(r) + "\n" for r in requests),
-            cwd=tmp,  # not a tree: '' on sys.path must not resolve tpuray
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s * rounds + 60,
-        )
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", boot, __file__, str(jobs), str(timeout_s), ",".join(preload)],
+                input="".join(json.dumps(r) + "\n" for r in requests),
+                cwd=tmp,  # not a tree: '' on sys.path must not resolve tpuray
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s * rounds + 60,
+            )
+        except subprocess.TimeoutExpired:
+            raise PreviewProcessError(
+                f"the preview process did not finish in {timeout_s * rounds + 60:.0f} s"
+            ) from None
         codes: dict[int, int | None] = {}
-        for line in result.stdout.splitlines():
-            done = json.loads(line)
-            codes[done["i"]] = done["code"]
+        for line in result.stdout.splitlines():  # a pre-loaded module could print: only the server's lines count
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                done = json.loads(line)
+                codes[int(done["i"])] = done["code"]
         if len(codes) != len(work):
             raise PreviewProcessError(
                 f"the preview process exited {result.returncode}: {result.stderr.strip()[-2000:]}"
