@@ -94,6 +94,7 @@ def run(
         env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # each child's tree comes first
         boot = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
         rounds = -(-len(work) // max(1, jobs))
+        deadline_s = timeout_s * rounds + 60  # every round at its timeout, and the pre-load
         try:
             result = subprocess.run(
                 [sys.executable, "-c", boot, __file__, str(jobs), str(timeout_s), ",".join(preload)],
@@ -102,12 +103,10 @@ def run(
                 env=env,
                 capture_output=True,
                 text=True,
-                timeout=timeout_s * rounds + 60,
+                timeout=deadline_s,
             )
         except subprocess.TimeoutExpired:
-            raise PreviewProcessError(
-                f"the preview process did not finish in {timeout_s * rounds + 60:.0f} s"
-            ) from None
+            raise PreviewProcessError(f"the preview process did not finish in {deadline_s:.0f} s") from None
         codes: dict[int, int | None] = {}
         for line in result.stdout.splitlines():  # a pre-loaded module could print: only the server's lines count
             with contextlib.suppress(ValueError, TypeError, KeyError):
