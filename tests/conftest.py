@@ -27,7 +27,9 @@ def pytest_configure(config: pytest.Config) -> None:
     leftovers.mark_session()
     # No Ray process of the suite collects usage stats, as none of the emulator's nodes does
     # (emulator BASE_ENV): the private clusters of ray_fixtures.local_ray and the pytest
-    # drivers otherwise start Ray Data's usage-collection actor, one more Ray worker each.
+    # drivers otherwise start Ray Data's usage-collection actor, one more Ray worker each (Ray
+    # reads the variable per process: ray/_common/usage/usage_lib.py `_usage_stats_enabledness`;
+    # the actor: ray/data/_internal/usage/actor.py).
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
