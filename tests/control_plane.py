@@ -300,8 +300,13 @@ class ControlPlane:
         return response.json()
 
     def list(self, api_version: str, kind: str, namespace: str | None = None, selector: str = "") -> list[dict]:
+        """The objects of `kind` in `namespace` ('default' when None; every namespace when '*')."""
         params = {"labelSelector": selector} if selector else {}
-        response = self.session.get(self.path(api_version, kind, "", namespace), params=params, timeout=10)
+        if namespace == "*":
+            url = f"{self.url}{self._resource(api_version, kind)[0]}"
+        else:
+            url = self.path(api_version, kind, "", namespace)
+        response = self.session.get(url, params=params, timeout=10)
         response.raise_for_status()
         return response.json()["items"]
 
