@@ -413,10 +413,14 @@ def _events_once_each_has_one(
     plane: ControlPlane, objects: set[tuple[str, str]], timeout_s: float = 30.0
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """(namespace, name) -> the events about that object, once the operator has recorded one
-    for each of `objects` (it reconciles one in a second or two). A reconciled Ray object always
-    gets one: an Invalid* warning when refused (the operator validates before anything else),
-    and a Created* event for the head service, pods or cluster it creates when accepted. (This
-    replaced a fixed 15 s wait: the 100 objects had their events after 4.8 s.)"""
+    for each of `objects` (it reconciles one in a second or two). A reconciled Ray object gets
+    one: an Invalid* warning when refused, since validation comes first in the reconcile
+    (KubeRay ray-operator/controllers/ray/raycluster_controller.go `rayClusterReconcile`:
+    `ValidateRayClusterSpec`, then `Recorder.Eventf(..., InvalidRayClusterSpec, ...)`), and a
+    Created* event for the head service, pods or cluster it creates when accepted. The one
+    exception there, a RayCluster whose `spec.managedBy` names another controller, is skipped
+    without an event: such an object in the corpus fails here by name rather than reading as
+    accepted. (This replaced a fixed 15 s wait: the 100 objects had their events after 4.8 s.)"""
     deadline = time.monotonic() + timeout_s
     while True:
         by_object: dict[tuple[str, str], list[dict[str, Any]]] = {}
