@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tpuray import cli
+from tpuray import cli, terminal
 from tpuray.config import ConfigError
 from tpuray.errors import TpurayError
 
@@ -135,11 +135,11 @@ def test_on_a_terminal_only_the_error_prefix_is_coloured(monkeypatch: pytest.Mon
     # rich's highlighter would colour the quoted value and the number of the line.
     out = io.StringIO()
 
-    class Terminal(cli.Console):
+    class Terminal(terminal.Console):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**{**kwargs, "file": out, "force_terminal": True, "color_system": "standard"})
 
-    monkeypatch.setattr(cli, "Console", Terminal)
+    monkeypatch.setattr(terminal, "Console", Terminal)
     monkeypatch.setattr(
         cli, "build_parser", lambda argv: _parser_whose_command_raises(TpurayError("'4x3' is 12 chips"))
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tpuray import terminal
 from tpuray.commands import preview as command
 from tpuray.config import load_stack
 from tpuray.cost import stack_cost
@@ -81,11 +82,11 @@ def test_table_preview_wraps_long_lines_at_200_columns(previewed, monkeypatch, c
 def test_table_preview_prints_the_cost_table_and_the_price_age_unhighlighted(previewed, monkeypatch) -> None:
     out = io.StringIO()
 
-    class Terminal(command.Console):
+    class Terminal(terminal.Console):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**{**kwargs, "file": out, "force_terminal": True, "color_system": "standard"})
 
-    monkeypatch.setattr(command, "Console", Terminal)
+    monkeypatch.setattr(terminal, "Console", Terminal)
     monkeypatch.setattr(command, "age_text", lambda: "prices: snapshot 2024-12-20 (710 days old)")
     assert command.preview("dev") == 0
     text = out.getvalue()

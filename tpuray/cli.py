@@ -9,9 +9,7 @@ import importlib
 import pkgutil
 import sys
 
-from rich.console import Console
-
-from tpuray import commands
+from tpuray import commands, terminal
 from tpuray.errors import EXIT_USAGE, TpurayError, UserError
 
 EXIT_CONFIG = EXIT_USAGE
@@ -32,14 +30,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = terminal.console(stderr=True, soft_wrap=True)
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except TpurayError as exc:  # ConfigError, CatalogError, UserError, ...: one line per problem
         for line in exc.lines:
-            err.print(f"[bold red]error:[/] {line}", markup=True, highlight=False)
+            err.print(terminal.styled(("error:", "bold red"), f" {line}"))
         return exc.code
     except KeyboardInterrupt:
         err.print("interrupted")

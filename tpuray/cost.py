@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuray import capacity, catalog, pricebook
+from tpuray import capacity, catalog, pricebook, terminal
 from tpuray.config import SlicePoolConfig, StackConfig, price_tiers
 from tpuray.pricebook import Price, hours_per_month
 
@@ -367,12 +367,12 @@ def cost_table(cost: StackCost) -> Any:
         )
     od = cost.total("max", on_demand=True)
     table.add_row(
-        "[bold]all on-demand[/]", "", "same pools, max scale", "", "", "", "", total_text(od),
+        terminal.styled(("all on-demand", "bold")), "", "same pools, max scale", "", "", "", "", total_text(od),
         total_text(od, hpm, "mo"), "for comparison",
     )  # fmt: skip
     low, high = cost.range()
     table.add_row(
-        "[bold]stack range[/]", "", "first tier → worst tier", "", "", "",
+        terminal.styled(("stack range", "bold")), "", "first tier → worst tier", "", "", "",
         end_text(low.amount, low.exact), end_text(high.amount, high.exact),
         range_text(low, high, hpm, "mo"), pricebook.snapshot_source() + ", " + pricebook.snapshot_date().isoformat(),
     )  # fmt: skip

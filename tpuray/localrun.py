@@ -41,7 +41,7 @@ from rich.console import Console
 
 from ray_apps import contracts
 from ray_apps.contracts import RESULT_PREFIX
-from tpuray import bundle, labels, storage_emulator
+from tpuray import bundle, labels, storage_emulator, terminal
 from tpuray.catalog import SliceShape
 from tpuray.errors import UserError
 from tpuray.llm_emulator import rewrite as llm_rewrite
@@ -290,7 +290,7 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
     logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
     client = JobSubmissionClient(cluster.state.dashboard_url)
     job_id = client.submit_job(entrypoint=job.entrypoint, runtime_env=job.runtime_env)
-    console.print(f"[bold]submitted[/] {job_id} to {cluster.state.dashboard_url}")
+    console.print(terminal.styled(("submitted", "bold"), f" {job_id} to {cluster.state.dashboard_url}"))
     console.print(f"working_dir {job.runtime_env.get('working_dir')} (GCS emulator {cluster.state.storage_host})")
     result: dict[str, Any] = {}
 
@@ -311,7 +311,7 @@ def submit_and_stream(cluster: EmulatedCluster, job: LocalJob, console: Console,
                     result.update(json.loads(line[len(RESULT_PREFIX) :]))
                 elif match := LOSS_LINE.search(line):
                     losses[int(match.group(1))] = float(match.group(2))
-                console.print(line, markup=False, highlight=False)
+                console.print(line)
 
     try:
         asyncio.run(asyncio.wait_for(stream(), timeout=timeout_s))
@@ -383,7 +383,11 @@ def run_train(
         from ray_apps.data import write_synthetic
 
         paths = write_synthetic(data_uri, DATA_ROWS)
-        console.print(f"[bold]no data at {data_uri}[/]: wrote {DATA_ROWS} synthetic rows in {len(paths)} files")
+        console.print(
+            terminal.styled(
+                (f"no data at {data_uri}", "bold"), f": wrote {DATA_ROWS} synthetic rows in {len(paths)} files"
+            )
+        )
     _print_rewrites(console, "train", job.rewrites)
     return submit_and_stream(cluster, job, console, timeout_s)
 
@@ -425,7 +429,7 @@ def run_serve(
     milestones: dict[str, float] = {}
     _http("PUT", f"{base}/api/serve/applications/", config)
     milestones["config accepted"] = round(time.monotonic() - t0, 2)
-    console.print(f"[bold]deployed[/] serveConfigV2 through {base}/api/serve/applications/")
+    console.print(terminal.styled(("deployed", "bold"), f" serveConfigV2 through {base}/api/serve/applications/"))
     for app in config["applications"]:
         if "working_dir" in app.get("runtime_env", {}):
             console.print(f"{app['name']}: working_dir {app['runtime_env']['working_dir']} (GCS emulator)")
@@ -464,9 +468,9 @@ def run_serve(
 
 
 def _print_rewrites(console: Console, what: str, rewrites: list[str]) -> None:
-    console.print(f"[bold]{what}: emulator rewrites of the rendered object[/]")
+    console.print(terminal.styled((f"{what}: emulator rewrites of the rendered object", "bold")))
     for line in rewrites:
-        console.print(f"  {line}", markup=False, highlight=False)
+        console.print(f"  {line}")
 
 
 def explain(stack: StackRun, workload: str, cluster: EmulatedCluster | None) -> list[str]:

@@ -11,9 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.console import Console
-
-from tpuray import bundle
+from tpuray import bundle, terminal
 from tpuray.config import load_stack
 
 
@@ -34,7 +32,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
     else:
-        Console(highlight=False).print(
-            f"{path} ({len(built.data)} bytes, {len(built.files)} files) sha256 {built.sha256}"
-        )
+        terminal.console().print(f"{path} ({len(built.data)} bytes, {len(built.files)} files) sha256 {built.sha256}")
     return 0

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
-from rich.markup import escape
-
+from tpuray import terminal
 from tpuray.config import RayConfig
 from tpuray.policies.evaluate import check_manifests
 
@@ -36,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"violations": [v.as_json() for v in violations]}, indent=2))
     else:
-        out = Console(soft_wrap=True, highlight=False)
+        out = terminal.console(soft_wrap=True)
         for v in violations:
             colour = "red" if v.level == "mandatory" else "yellow"
-            out.print(f"[{colour}]{v.level}[/] [bold]{v.policy}[/] {escape(v.resource)} ({escape(v.file or '')})")
-            out.print(f"  {escape(v.message)}")
+            out.print(terminal.styled((v.level, colour), " ", (v.policy, "bold"), f" {v.resource} ({v.file or ''})"))
+            out.print(f"  {v.message}")
         mandatory = sum(v.level == "mandatory" for v in violations)
         out.print(f"{len(violations)} violation(s), {mandatory} mandatory")
     return 1 if any(v.level == "mandatory" for v in violations) else 0

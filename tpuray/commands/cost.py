@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
+from tpuray import terminal
 from tpuray.config import load_stack
 from tpuray.cost import cost_table, price_text, stack_cost
 from tpuray.token_cost import per_token_costs
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(stack_cost(cfg).as_json(), indent=2))
         else:
-            Console(width=160).print(cost_table(stack_cost(cfg)))
+            terminal.console(width=160).print(cost_table(stack_cost(cfg)))
         return 0
     rows = per_token_costs(cfg, args.tokens_per_second)
     if args.json:
@@ -46,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(column)
     for r in rows:
         table.add_row(r.pool, f"{r.generation} {r.topology}", r.tier, str(r.chips), price_text(r.price), r.text())
-    Console(width=160).print(table)
+    terminal.console(width=160).print(table)
     return 0

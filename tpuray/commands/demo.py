@@ -27,7 +27,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.rule import Rule
 
-from tpuray import emulator
+from tpuray import emulator, terminal
 from tpuray.errors import UserError
 
 DEMO_STEPS = 40
@@ -102,15 +102,17 @@ def job_console(console: Console, log: IO[str], verbose: bool, status: Any, step
         if match := LOSS_LINE.search(line):
             rate = SAMPLES.search(line)
             status.update(
-                f"training: step {match.group(1)} of {steps}, loss {float(match.group(2)):.4f}"
-                + (f", {float(rate.group(1)):.0f} samples/s" if rate else "")
+                terminal.text(
+                    f"training: step {match.group(1)} of {steps}, loss {float(match.group(2)):.4f}"
+                    + (f", {float(rate.group(1)):.0f} samples/s" if rate else "")
+                )
             )
         elif line.startswith("submitted "):
-            status.update(f"{line.split(' to ')[0]}; waiting for the slice's workers")
+            status.update(terminal.text(f"{line.split(' to ')[0]}; waiting for the slice's workers"))
         elif "RUNNING" in line or "DEPLOYING" in line:
-            status.update(f"serving: {line.strip()}")
+            status.update(terminal.text(f"serving: {line.strip()}"))
 
-    yield Console(file=_LineTee(log, on_line), width=160, highlight=False, color_system=None)  # type: ignore[arg-type]
+    yield terminal.console(file=_LineTee(log, on_line), width=160, color_system=None)  # type: ignore[arg-type]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from tpuray.demo_summary import DemoResult, train_hosts, write_outputs
     from tpuray.mockrun import run_stack
 
-    console = Console(highlight=False)
+    console = terminal.console()
     phases = Phases()
     with phases.time("doctor"):
         console.print(Rule("tpuray doctor: what the demo needs"))
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         with logs.open("w") as log:
             # The demo trains from scratch: `local up` started an empty GCS emulator.
             console.print(Rule(f"3/5 training {args.steps} steps on one emulated slice"))
-            with phases.time("train"), console.status("training: submitting the RayJob") as status:
+            with phases.time("train"), console.status(terminal.text("training: submitting the RayJob")) as status:
                 with job_console(console, log, args.verbose, status, args.steps) as out:
                     train = localrun.run_train(cluster, stack, out, args.steps, timeout_s=900)
             losses = _step_losses(train) or train.get("loss_by_step", {})
@@ -160,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             )
 
             console.print(Rule("4/5 serving the trained checkpoint and querying it"))
-            with phases.time("serve"), console.status("serving: deploying serveConfigV2") as status:
+            with phases.time("serve"), console.status(terminal.text("serving: deploying serveConfigV2")) as status:
                 with job_console(console, log, args.verbose, status, args.steps) as out:
                     served = localrun.run_serve(
                         cluster, stack, out, None, timeout_s=300, http_port=args.serve_port or localrun.SERVE_HTTP_PORT

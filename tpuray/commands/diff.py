@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tpuray import cost as costmod
+from tpuray import terminal as terminal_text
 from tpuray.diff import DiffError, Report, StackDiff, delta_text, run_diff, show, total_text
 from tpuray.errors import UserError
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.markdown:
         print(markdown(report))
     else:
-        terminal(report, Console(soft_wrap=False, width=200, highlight=False))
+        terminal(report, terminal_text.console(soft_wrap=False, width=200))
     return report.exit_code
 
 
@@ -136,7 +136,9 @@ def _cost_rows(s: StackDiff) -> list[tuple[str, str, str, str]]:
 
 def terminal(report: Report, console: Console) -> None:
     console.print(
-        f"[bold]tpuray diff[/] {escape(report.base_ref)} ({report.base_sha[:10]}) → working tree (offline, mocked)"
+        terminal_text.styled(
+            ("tpuray diff", "bold"), f" {report.base_ref} ({report.base_sha[:10]}) → working tree (offline, mocked)"
+        )
     )
     overview = Table(title="stacks")
     for col in ("stack", "resources", "policy violations (new / resolved)", "monthly cost range (Δ)"):
@@ -148,21 +150,21 @@ def terminal(report: Report, console: Console) -> None:
         console.rule(f"stack {s.stack}")
         for side, label in ((s.base, "base"), (s.head, "head")):
             if side.error:
-                console.print(f"[red]{label} failed to evaluate:[/] {escape(side.error)}")
+                console.print(terminal_text.styled((f"{label} failed to evaluate:", "red"), f" {side.error}"))
         if s.resources:
             table = Table(show_lines=False)
             for col in ("", "type", "name", "changed fields (old → new)"):
                 table.add_column(col)
             for r in s.resources:
-                fields = "\n".join(escape(f.text()) for f in r.fields[:FIELD_LIMIT])
+                fields = "\n".join(f.text() for f in r.fields[:FIELD_LIMIT])
                 if len(r.fields) > FIELD_LIMIT:
                     fields += f"\n… and {len(r.fields) - FIELD_LIMIT} more"
                 table.add_row(f"{SYMBOL[r.action]} {r.action}", r.type, r.name, fields)
             console.print(table)
         for v in s.introduced:
-            console.print(f"[red]policy introduced:[/] {escape(_violation_text(v))}")
+            console.print(terminal_text.styled(("policy introduced:", "red"), f" {_violation_text(v)}"))
         for v in s.resolved:
-            console.print(f"[green]policy resolved:[/] {escape(_violation_text(v))}")
+            console.print(terminal_text.styled(("policy resolved:", "green"), f" {_violation_text(v)}"))
         cost = Table(title=f"cost, stack {s.stack} (USD, TPU chips only)")
         for col in ("", "base", "head", "delta"):
             cost.add_column(col)

@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from tpuray import doctor
+from tpuray import doctor, terminal
 from tpuray.errors import UserError
 
 EXIT_BLOCKED = 1
@@ -25,7 +25,7 @@ def report(checks: list[doctor.Check], console: Console) -> list[doctor.Check]:
     for check in checks:
         style = "red" if check.blocks else colour[check.ok]
         word, _, rest = check.line().partition(" ")
-        console.print(f"[{style}]{word}[/] {rest}", highlight=False)
+        console.print(terminal.styled((word, style), f" {rest}"))
     return [c for c in checks if c.blocks]
 
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 def check(stack: str, serve_port: int | None = None) -> int:
     """Print the checks for a stack (Serve's port: `serve_port`, default 8000); raise UserError
     (exit 1) when one blocks."""
-    console = Console(highlight=False, soft_wrap=True)
+    console = terminal.console(soft_wrap=True)
     blocking = report(checks_for(stack, serve_port), console)
     if blocking:
         raise UserError(

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
-
-from tpuray import images
+from tpuray import images, terminal
 from tpuray.config import load_stack
 
 
@@ -27,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(images.build_plan(cfg), indent=2))
         return 0
-    console = Console(highlight=False, soft_wrap=True)
+    console = terminal.console(soft_wrap=True)
     for workload, ref in images.workload_images(cfg).items():
-        console.print(f"{workload}: {ref.describe(cfg.images.repository)}", markup=False)
+        console.print(f"{workload}: {ref.describe(cfg.images.repository)}")
     return 0

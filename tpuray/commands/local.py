@@ -12,11 +12,10 @@ import json
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tpuray import emulator, localmetrics
+from tpuray import emulator, localmetrics, terminal
 from tpuray.config import resolve_stack_file
 from tpuray.errors import UserError
 from tpuray.mockrun import run_stack
@@ -105,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_workload(args: argparse.Namespace) -> int:
     from tpuray import localrun
 
-    console = Console(highlight=False)
+    console = terminal.console()
     name, _ = resolve_stack_file(args.stack)
     sdir = emulator.state_dir_for(name)
     if not args.explain and not (sdir / emulator.STATE_FILE).exists():  # before the seconds of rendering
@@ -116,12 +115,10 @@ def run_workload(args: argparse.Namespace) -> int:
 
         cluster = emulator.EmulatedCluster.attach(sdir) if (sdir / emulator.STATE_FILE).exists() else None
         for line in localrun.explain(stack, args.workload, cluster):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-        console.print(
-            f"tpuray local run {args.workload} {stack.stack}: what the emulator ignores", markup=False, highlight=False
-        )
+            console.print(line, soft_wrap=True)
+        console.print(f"tpuray local run {args.workload} {stack.stack}: what the emulator ignores")
         for line in ignored(stack):
-            console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
+            console.print(f"  - {line}", soft_wrap=True)
         return 0
     cluster = emulator.EmulatedCluster.attach(sdir)
     if not cluster.state.dashboard_url:
@@ -162,13 +159,13 @@ def up(
 ) -> int:
     """Start the emulated cluster of a stack on 127.0.0.1 (`tpuray local up`); `without_fallbacks`:
     only the slices each worker group starts with (emulator.plan_slices' start_only)."""
-    console = Console(highlight=False)
+    console = terminal.console()
     stack = run_stack(stack_name)  # the rendered objects: what GKE would run
     if max_hosts is not None and max_hosts < 1:
         raise UserError(f"--max-hosts {max_hosts} is invalid; it must be at least 1")
     plan = emulator.plan_slices(stack, max_hosts, start_only=without_fallbacks)
     for note in plan.notes:
-        console.print(f"[yellow]reduced:[/] {note}")
+        console.print(terminal.styled(("reduced:", "yellow"), f" {note}"))
     console.print(
         f"emulating {len(plan.slices)} slice(s), {plan.hosts} TPU host(s) "
         f"(~{(plan.hosts * emulator.HOST_MEMORY_BYTES + emulator.HEAD_MEMORY_BYTES) / 2**30:.1f} GiB)"
@@ -195,7 +192,7 @@ def up(
         old.stop()  # leftovers of a dead cluster: clear them
     with Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        terminal.progress_text_column("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -215,8 +212,10 @@ def up(
             raise UserError(f"local cluster failed to start: {exc}") from None
         progress.update(task, description="ready")
     console.print(
-        f"[green]ready[/]: Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set "
-        f"RAY_AUTH_MODE=disabled); state in {sdir}"
+        terminal.styled(
+            ("ready", "green"),
+            f": Ray at {cluster.address} (RAY_ADDRESS={cluster.address}, set RAY_AUTH_MODE=disabled); state in {sdir}",
+        )
     )
     if metrics:
         try:
@@ -239,12 +238,13 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    console = Console(width=None if args.wide else min(Console().width, 100), highlight=False)
+    console = terminal.console()
+    console.width = console.width if args.wide else min(console.width, 100)
     console.print(
         f"stack {data['stack']}: Ray at {data['address']}, {data['pids']} processes, state {data['state_dir']}"
     )
     for note in cluster.notes:
-        console.print(f"[yellow]reduced:[/] {note}")
+        console.print(terminal.styled(("reduced:", "yellow"), f" {note}"))
     for s in data["slices"]:  # type: ignore[union-attr]
         console.print(slice_table(s, wide=args.wide))
     return 0
@@ -290,7 +290,5 @@ def down(stack: str | None) -> int:
         before.append(prom.pid)
     if leftover:
         raise UserError(f"processes still running after SIGKILL: {', '.join(map(str, leftover))}")
-    Console(highlight=False).print(
-        f"stopped {len(before)} processes of {cluster.state.name!r}; removed {cluster.state_dir}"
-    )
+    terminal.console().print(f"stopped {len(before)} processes of {cluster.state.name!r}; removed {cluster.state_dir}")
     return 0

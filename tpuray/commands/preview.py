@@ -10,10 +10,9 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from tpuray import capacity
+from tpuray import capacity, terminal
 from tpuray.cost import cost_table, stack_cost
 from tpuray.labels import ray_cluster_spec
 from tpuray.mockrun import MockedResource, StackRun, run_stack
@@ -46,8 +45,8 @@ def print_violations(violations: list[Violation], console: Console) -> None:
     for column in ("level", "policy", "resource", "message"):
         table.add_column(column, overflow="fold")
     for v in violations:
-        table.add_row(f"[{'red' if v.level == 'mandatory' else 'yellow'}]{v.level}[/]", v.policy, escape(v.resource),
-                      escape(v.message))  # fmt: skip
+        colour = "red" if v.level == "mandatory" else "yellow"
+        table.add_row(terminal.styled((v.level, colour)), v.policy, v.resource, v.message)
     console.print(table)
 
 
@@ -161,9 +160,9 @@ def print_delivery(run: StackRun, console: Console) -> None:
     from tpuray import bundle, images
 
     cfg = run.config
-    console.print(f"bundle: {bundle.current().uri(cfg.workloads.bundle_uri)} (tpuray bundle)", highlight=False)
+    console.print(f"bundle: {bundle.current().uri(cfg.workloads.bundle_uri)} (tpuray bundle)")
     for workload, ref in images.workload_images(cfg).items():
-        console.print(f"image {workload}: {ref.describe(cfg.images.repository)}", highlight=False, markup=False)
+        console.print(f"image {workload}: {ref.describe(cfg.images.repository)}")
 
 
 # pragma: no mutate end
@@ -179,10 +178,10 @@ def preview(stack: str, as_json: bool = False) -> int:
     if as_json:
         print(json.dumps(preview_document(stack_run, violations), indent=2, default=str))
         return failed
-    console = Console(soft_wrap=False, width=200)
+    console = terminal.console(soft_wrap=False, width=200)
     print_table(stack_run, console)
     print_delivery(stack_run, console)
     console.print(cost_table(stack_cost(stack_run.config)))
-    console.print(escape(age_text()), highlight=False)
+    console.print(age_text())
     print_violations(violations, console)
     return failed

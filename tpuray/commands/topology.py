@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
-from tpuray import catalog
+from tpuray import catalog, terminal
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             s.pod_type,
             s.placement.value,
         )
-    out = Console(width=160)
+    out = terminal.console(width=160)
     out.print(table)
     if len(shapes) < len(every):
         out.print(f"{len(shapes)} of {len(every)} shapes (headline topologies); --all lists every one")
