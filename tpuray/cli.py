@@ -13,6 +13,7 @@ from tpuray import commands, terminal
 from tpuray.errors import EXIT_USAGE, TpurayError, UserError
 
 EXIT_CONFIG = EXIT_USAGE
+EXIT_OS = 1  # the machine refused: a path that cannot be read or written (not what was asked for)
 __all__ = ["UserError", "build_parser", "main"]
 
 
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             err.print(terminal.styled(("error:", "bold red"), f" {line}"))
         return exc.code
+    except OSError as exc:  # a file or folder the command was given that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        err.print(terminal.styled(("error:", "bold red"), f" {where}{exc.strerror or exc}"))
+        return EXIT_OS
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -892,8 +892,10 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     """The `tpuray:` keys of a Pulumi stack file, namespace stripped."""
     try:
         doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ConfigError([f"stack file {str(path)!r}: not valid YAML ({err})"]) from None
+    if not isinstance(doc, dict):
+        raise ConfigError([f"stack file {str(path)!r}: must be a mapping with a 'config' key, not {type(doc).__name__}"])
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError([f"stack file {str(path)!r}: 'config' must be a mapping"])
