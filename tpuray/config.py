@@ -22,7 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ray_apps import contracts
 from tpuray import capacity, catalog, gcp_rules, gke_versions
-from tpuray.errors import ConfigError
+from tpuray.errors import ConfigError, yaml_problem
 from tpuray.security_config import (
     BinaryAuthorizationConfig,
     MaintenanceConfig,
@@ -892,8 +892,10 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     """The `tpuray:` keys of a Pulumi stack file, namespace stripped."""
     try:
         doc = yaml.safe_load(path.read_text()) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise ConfigError([f"stack file {str(path)!r}: not valid YAML ({err})"]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError([f"stack file {str(path)!r}: not UTF-8 text ({err.reason} at byte {err.start})"]) from None
+    except yaml.YAMLError as err:
+        raise ConfigError([f"stack file {str(path)!r}: not valid YAML{yaml_problem(err)}"]) from None
     if not isinstance(doc, dict):
         raise ConfigError([f"stack file {str(path)!r}: must be a mapping with a 'config' key, not {type(doc).__name__}"])
     config = doc.get("config") or {}

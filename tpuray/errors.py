@@ -4,7 +4,19 @@ library code raises them without importing tpuray.cli."""
 
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_USAGE = 2  # bad config, a bad argument, an unknown ref: what the user asked for is wrong
+
+
+def yaml_problem(err: Any) -> str:
+    """A PyYAML error as the end of one line, to follow "not valid YAML": where it is and what is
+    wrong (PyYAML's own text spans lines and quotes the input), e.g.
+    ` at line 2, column 1: did not find expected node content`."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
+    return f"{where}: {problem}"
 
 
 class TpurayError(Exception):

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tpuray.errors import TpurayError
+from tpuray.errors import TpurayError, yaml_problem
 from tpuray.policies.analyzer import Target, urn
 from tpuray.policies.core import Resource
 from tpuray.policies.kube import RAY_KINDS, cluster_spec
@@ -127,10 +127,7 @@ def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         docs = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ManifestError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise ManifestError(f"{path}: not valid YAML{yaml_problem(err)}") from None
     for index, doc in enumerate(docs, 1):
         if doc is None:
             continue
