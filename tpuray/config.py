@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from ray_apps import contracts
-from tpuray import capacity, catalog, gcp_rules, gke_versions
+from tpuray import capacity, catalog, gcp_rules, gke_versions, tpu_zones
 from tpuray.errors import ConfigError, yaml_problem
 from tpuray.security_config import (
     BinaryAuthorizationConfig,
@@ -60,6 +60,12 @@ class GcpConfig(_Model):
     region: str = Field(min_length=1, description="the cluster's region, e.g. us-east5")
     zones: list[str] = Field(
         min_length=1, description="zones of the region with the TPU capacity; the first is the default"
+    )
+    tpu_zones: dict[str, list[str]] = Field(
+        default_factory=dict,
+        alias="tpuZones",
+        description="generation -> zones where your project has TPU capacity that Google's table "
+        "(tpuray/data/tpu_zones.yaml) does not list",
     )
 
 
@@ -696,8 +702,8 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     gateway = cfg.workloads.serve.gateway if cfg.workloads.serve else None
     lines += network_lines(f"{NAMESPACE}:workloads", cfg.workloads.admin_cidrs, gateway, f"{NAMESPACE}:workloads.serve")
     lines += _delivery_lines(cfg)
-    if not lines:  # floors only matter for an otherwise valid stack (its pools parse)
-        lines += gke_versions.version_lines(cfg)
+    if not lines:  # floors and zones only matter for an otherwise valid stack (its pools parse)
+        lines += gke_versions.version_lines(cfg) + tpu_zones.zone_lines(cfg)
     return lines
 
 

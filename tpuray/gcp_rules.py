@@ -15,6 +15,8 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING
 
+from tpuray import gcp_names, gcp_ranges, maintenance_rules, stack_consistency, tpu_zones
+
 if TYPE_CHECKING:  # tpuray.config imports this module
     from tpuray.config import StackConfig
 
@@ -171,5 +173,16 @@ def _reservation_lines(cfg: StackConfig) -> list[str]:
 
 
 def stack_lines(cfg: StackConfig) -> list[str]:
-    """Every rule above, one line per broken rule."""
-    return _gcp_lines(cfg) + _cluster_lines(cfg) + _size_lines(cfg) + _reservation_lines(cfg)
+    """Every rule above and those of the focused modules, one line per broken rule. (Whether each
+    pool's zone offers its TPU generation is asked of an otherwise valid stack only: tpuray.config.)"""
+    return (
+        _gcp_lines(cfg)
+        + tpu_zones.override_lines(cfg)
+        + _cluster_lines(cfg)
+        + gcp_ranges.stack_lines(cfg)
+        + maintenance_rules.stack_lines(cfg)
+        + _size_lines(cfg)
+        + _reservation_lines(cfg)
+        + gcp_names.stack_lines(cfg)
+        + stack_consistency.stack_lines(cfg)
+    )

@@ -1,0 +1,148 @@
+"""Which zones offer which TPU generation (tpuray/data/tpu_zones.yaml), and the stack check that a
+slice pool and each of its fallback shapes are in a zone that offers their generation.
+
+GKE creates a TPU node pool only in a zone that has the machine type: "To use a TPU type in your
+GKE workload, your cluster must be in a supported region for that type"
+(https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus, "Validate TPU availability").
+The zones per generation are Google's "TPU regions and zones" table
+(https://cloud.google.com/tpu/docs/regions-zones), kept as a dated snapshot like the prices
+(tpuray/pricebook.py); `age_text` says how old it is and warns past STALE_AFTER_DAYS.
+
+Where a pool's slices run: its node pool is declared in `slicePools[].zone`, or in the first of
+`tpuray:gcp.zones` (infra/program.py). Its ComputeClass's fallback shapes are auto-created by GKE
+(nodePoolAutoCreation, infra/components/capacity_chain.py) in the zones the cluster's nodes may
+use, `tpuray:gcp.zones` (node_locations, infra/components/cluster.py), or the pool's own zone when
+it names one: a fallback generation needs one of those zones.
+
+The snapshot judges only what it holds: a generation it does not list (a new row of
+tpuray/catalog.py) and a zone of a region it did not read in full are not refused. A stack with
+capacity the table does not list (a single-tenant or reserved block) adds the zones in
+`tpuray:gcp.tpuZones`, by generation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tpuray import catalog
+
+if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
+    from tpuray.config import StackConfig
+
+NS = "tpuray"
+ZONES_FILE = Path(__file__).resolve().parent / "data" / "tpu_zones.yaml"
+# Google adds TPU zones a few times a year; past this the snapshot's age is a warning.
+STALE_AFTER_DAYS = 180
+OVERRIDE_KEY = f"{NS}:gcp.tpuZones"
+
+
+@cache
+def snapshot() -> dict[str, Any]:
+    return yaml.safe_load(ZONES_FILE.read_text())
+
+
+def snapshot_date() -> dt.date:
+    value = snapshot()["retrieved"]
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
+
+
+def snapshot_source() -> str:
+    return str(snapshot()["source"])
+
+
+def listed_zones(generation: str) -> tuple[str, ...] | None:
+    """The zones Google's table lists for a generation; None for a generation it does not hold."""
+    zones = snapshot()["generations"].get(generation)
+    return None if zones is None else tuple(zones)
+
+
+def covers(zone: str) -> bool:
+    """Whether the snapshot read the table rows of this zone's region in full."""
+    return any(zone.startswith(prefix) for prefix in snapshot()["covered_region_prefixes"])
+
+
+def age_text(today: dt.date | None = None) -> str:
+    """'tpu zones: <source>, snapshot 2026-12-02 (3 days old)', plus a warning past 180 days."""
+    days = ((today or dt.date.today()) - snapshot_date()).days
+    text = f"tpu zones: {snapshot_source()}, snapshot {snapshot_date().isoformat()} ({days} days old)"
+    if days > STALE_AFTER_DAYS:
+        text += (
+            f"; warning: older than {STALE_AFTER_DAYS} days: compare with the page and update "
+            f"tpuray/data/tpu_zones.yaml, or list capacity you have in {OVERRIDE_KEY}"
+        )
+    return text
+
+
+def offered(cfg: StackConfig, generation: str, zone: str) -> bool | None:
+    """True/False: the table (or the stack's tpuZones) does/does not offer the generation in the
+    zone; None: the snapshot cannot tell (a generation it does not list, a region it did not read)."""
+    if zone in cfg.gcp.tpu_zones.get(generation, []):
+        return True
+    listed = listed_zones(generation)
+    if listed is None or not covers(zone):
+        return None
+    return zone in listed
+
+
+def _in_region(cfg: StackConfig, zone: str) -> bool:
+    return re.fullmatch(rf"{re.escape(cfg.gcp.region)}-[a-z]", zone) is not None
+
+
+def _allowed(generation: str) -> str:
+    listed = listed_zones(generation) or ()
+    return f"{generation} zones: {', '.join(listed)}"
+
+
+def _line(key: str, generation: str, where: str, zone: str) -> str:
+    return (
+        f"{key}: {generation!r} is not offered in {where} by Google's TPU regions and zones table "
+        f"(snapshot {snapshot_date().isoformat()}); {_allowed(generation)}; if your project has {generation} "
+        f"capacity in {zone}, list it in {OVERRIDE_KEY}.{generation}"
+    )
+
+
+def zone_lines(cfg: StackConfig) -> list[str]:
+    """One line per pool or fallback shape in zones that do not offer its generation. Run on an
+    otherwise valid stack (tpuray.config): the pools' shapes and zones are known to be valid."""
+    lines = []
+    for i, pool in enumerate(cfg.slice_pools):
+        key = f"{NS}:slicePools[{i}]"
+        zone = pool.zone or cfg.gcp.zones[0]
+        where = f"zone {zone!r} ({key}.zone)" if pool.zone else f"zone {zone!r} (the pool's zone, {NS}:gcp.zones[0])"
+        if offered(cfg, pool.generation, zone) is False:
+            lines.append(_line(f"{key}.generation", pool.generation, where, zone))
+        zones = [pool.zone] if pool.zone else cfg.gcp.zones
+        for j, fb in enumerate(pool.fallback):
+            verdicts = [offered(cfg, fb.generation, z) for z in zones]
+            if all(v is False for v in verdicts):
+                shown = f"{zones[0]!r}" if len(zones) == 1 else f"any of {', '.join(zones)}"
+                source = f"{key}.zone" if pool.zone else f"{NS}:gcp.zones"
+                lines.append(_line(f"{key}.fallback[{j}].generation", fb.generation, f"{shown} ({source})", zones[0]))
+    return lines
+
+
+def override_lines(cfg: StackConfig) -> list[str]:
+    """tpuray:gcp.tpuZones: generations of the catalog, zones of the region, each zone once."""
+    lines = []
+    for generation, zones in cfg.gcp.tpu_zones.items():
+        key = f"{OVERRIDE_KEY}.{generation}"
+        if generation not in catalog.GENERATIONS:
+            lines.append(f"{key}: unknown TPU generation; valid: {', '.join(catalog.GENERATIONS)}")
+            continue
+        seen: set[str] = set()
+        for k, zone in enumerate(zones):
+            if zone in seen:
+                lines.append(f"{key}[{k}]: {zone!r} is listed twice; list each zone once")
+            elif not _in_region(cfg, zone):
+                lines.append(
+                    f"{key}[{k}]: {zone!r} is not a zone of region {cfg.gcp.region!r}; the cluster is regional "
+                    f"in {cfg.gcp.region}, e.g. {cfg.gcp.region}-a"
+                )
+            seen.add(zone)
+    return lines
