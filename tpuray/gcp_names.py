@@ -47,7 +47,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_SUBDOMAIN_MAX = 253
 # Gateway API listener hostnames (the Hostname type of gateway.networking.k8s.io/v1 Gateway,
-# tpuray/data/schemas/gateway-api/gateway.networking.k8s.io_gateways.yaml): this pattern, 1-253.
+# tpuray/data/schemas/gateway-api/gateway.networking.k8s.io_gateways.yaml): this pattern, 1-253;
+# and "IPs are not allowed" (kubernetes-sigs/gateway-api apis/v1/shared_types.go, type Hostname).
 GATEWAY_HOSTNAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Compute Engine subnetwork secondary range names: RFC 1035, 1-63 characters
 # (https://cloud.google.com/compute/docs/naming-resources).
@@ -70,11 +71,8 @@ def bucket_problem(name: str) -> str | None:
         return "must start and end with a letter or digit"
     if dotted and max(len(part) for part in name.split(".")) > BUCKET_PART_MAX:
         return f"has a dot-separated part longer than {BUCKET_PART_MAX} characters"
-    try:
-        ipaddress.IPv4Address(name)
+    if _is_ip(name):
         return "is an IP address in dotted-decimal notation, which bucket names cannot be"
-    except ValueError:
-        pass
     if name.startswith("goog"):
         return 'begins with "goog", which bucket names cannot'
     if GOOGLE_LOOKALIKE.search(name):
@@ -122,6 +120,14 @@ def bucket_lines(cfg: StackConfig) -> list[str]:
         elif problem := bucket_problem(tf.bucket):
             lines.append(f"{NS}:terraform.bucket: {tf.bucket!r} is invalid; the bucket name {problem}")
     return lines
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _project_ok(project: str) -> bool:
@@ -189,7 +195,11 @@ def kubernetes_name_lines(cfg: StackConfig) -> list[str]:
     gateway = wl.serve.gateway if wl.serve is not None else None
     if gateway is not None:
         gkey = f"{NS}:workloads.serve.gateway"
-        if len(gateway.hostname) > DNS_SUBDOMAIN_MAX or not GATEWAY_HOSTNAME.match(gateway.hostname):
+        if (
+            len(gateway.hostname) > DNS_SUBDOMAIN_MAX
+            or not GATEWAY_HOSTNAME.match(gateway.hostname)
+            or _is_ip(gateway.hostname)
+        ):
             lines.append(
                 f"{gkey}.hostname: {gateway.hostname!r} is invalid; a Gateway hostname is a lowercase DNS name of "
                 "at most 253 characters, optionally *. first (serve.ml.example.com), never an IP address"

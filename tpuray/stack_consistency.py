@@ -44,7 +44,8 @@ def _twice(key: str, items: Sequence[Hashable], shown: Sequence[Any] | None = No
 def _tier_identity(tier: CapacityTier) -> Hashable:
     if tier.reservation is not None:
         return ("reservation", tier.reservation.name, tier.reservation.project)
-    return tuple(t.key for t in tier.kinds())
+    kinds = tuple(t.key for t in tier.kinds())
+    return kinds or object()  # a tier that names no capacity is refused on its own, never as a repeat
 
 
 def _network(value: str) -> Hashable:
@@ -59,9 +60,8 @@ def duplicate_lines(cfg: StackConfig) -> list[str]:
     lines = _twice(f"{NS}:gcp.zones", cfg.gcp.zones)
     for i, pool in enumerate(cfg.slice_pools):
         key = f"{NS}:slicePools[{i}]"
-        tiers = [t for t in pool.capacity if t.kinds()]  # a tier that names no capacity is refused on its own
-        shown = [t.model_dump(by_alias=True, exclude_defaults=True) for t in tiers]
-        lines += _twice(f"{key}.capacity", [_tier_identity(t) for t in tiers], shown, order)
+        shown = [t.model_dump(by_alias=True, exclude_defaults=True) for t in pool.capacity]
+        lines += _twice(f"{key}.capacity", [_tier_identity(t) for t in pool.capacity], shown, order)
         shapes = [(pool.generation, pool.topology)] + [(f.generation, f.topology) for f in pool.fallback]
         for j, shape in enumerate(shapes[1:]):
             if shape in shapes[: j + 1]:

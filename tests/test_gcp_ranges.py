@@ -1,0 +1,99 @@
+"""The IP ranges a stack carries do not overlap where GKE forbids it, have the size GKE and Cloud
+Load Balancing need, and a private control plane is not opened wider than any private network."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tpuray import gcp_ranges
+from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stacks_dir
+
+STACKS = {name: read_stack_file(stacks_dir() / f"Pulumi.{name}.yaml") for name in ("dev", "staging", "prod")}
+
+
+def errors(stack: str, edit: Any) -> list[str]:
+    raw = copy.deepcopy(STACKS[stack])
+    edit(raw)
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(raw, stack)
+    return info.value.lines
+
+
+def gateway(c: dict[str, Any]) -> dict[str, Any]:
+    return c["workloads"]["serve"]["gateway"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_committed_stacks_ranges_are_apart_and_narrow_enough(stack: str) -> None:
+    assert gcp_ranges.stack_lines(parse_stack_config(copy.deepcopy(STACKS[stack]), stack)) == []
+
+
+def test_a_proxy_only_subnet_over_the_control_plane_range_is_refused_naming_both() -> None:
+    assert errors("prod", lambda c: gateway(c).update(proxyOnlySubnetCidr="172.16.0.0/23")) == [
+        "tpuray:workloads.serve.gateway.proxyOnlySubnetCidr: '172.16.0.0/23' overlaps "
+        "tpuray:cluster.masterIpv4CidrBlock '172.16.0.0/28'; GKE needs the control plane's range apart from every "
+        "subnet of the cluster's network: move one of them"
+    ]
+
+
+def test_a_control_plane_range_inside_the_proxy_only_subnet_is_refused() -> None:
+    assert errors("prod", lambda c: c["cluster"].update(masterIpv4CidrBlock="10.129.1.0/28")) == [
+        "tpuray:workloads.serve.gateway.proxyOnlySubnetCidr: '10.129.0.0/23' overlaps "
+        "tpuray:cluster.masterIpv4CidrBlock '10.129.1.0/28'; GKE needs the control plane's range apart from every "
+        "subnet of the cluster's network: move one of them"
+    ]
+
+
+def test_a_proxy_only_subnet_of_fewer_than_64_addresses_is_refused() -> None:
+    assert errors("prod", lambda c: gateway(c).update(proxyOnlySubnetCidr="10.129.0.0/27")) == [
+        "tpuray:workloads.serve.gateway.proxyOnlySubnetCidr: '10.129.0.0/27' has 32 addresses; a proxy-only subnet "
+        "needs at least 64, a /26 or shorter prefix (Google recommends a /23)"
+    ]
+
+
+def test_a_proxy_only_subnet_of_exactly_64_addresses_is_accepted() -> None:
+    raw = copy.deepcopy(STACKS["prod"])
+    gateway(raw)["proxyOnlySubnetCidr"] = "10.129.0.0/26"
+    assert parse_stack_config(raw, "prod").workloads.serve.gateway.proxy_only_subnet_cidr == "10.129.0.0/26"
+
+
+def test_everyone_as_an_authorized_network_of_a_private_endpoint_is_refused() -> None:
+    networks = [{"cidr": "10.128.0.0/16", "name": "corp-vpn"}, {"cidr": "0.0.0.0/0", "name": "anywhere"}]
+    assert errors("prod", lambda c: c["cluster"].update(masterAuthorizedNetworks=networks)) == [
+        "tpuray:cluster.masterAuthorizedNetworks[1].cidr: '0.0.0.0/0' is wider than a /8; the control plane's "
+        "endpoint is private (privateEndpoint), reached from internal networks only, and the widest private "
+        "range is 10.0.0.0/8: list the networks your clients are in"
+    ]
+
+
+def test_an_authorized_slash_7_of_a_private_endpoint_is_refused() -> None:
+    networks = [{"cidr": "10.0.0.0/7", "name": "all-of-ten-and-more"}]
+    assert errors("prod", lambda c: c["cluster"].update(masterAuthorizedNetworks=networks)) == [
+        "tpuray:cluster.masterAuthorizedNetworks[0].cidr: '10.0.0.0/7' is wider than a /8; the control plane's "
+        "endpoint is private (privateEndpoint), reached from internal networks only, and the widest private "
+        "range is 10.0.0.0/8: list the networks your clients are in"
+    ]
+
+
+def test_all_of_ten_slash_8_is_still_a_private_network() -> None:
+    raw = copy.deepcopy(STACKS["prod"])
+    raw["cluster"]["masterAuthorizedNetworks"] = [{"cidr": "10.0.0.0/8", "name": "all-internal"}]
+    assert parse_stack_config(raw, "prod").cluster.master_authorized_networks[0].cidr == "10.0.0.0/8"
+
+
+def test_the_same_authorized_network_twice_is_refused() -> None:
+    networks = [{"cidr": "10.128.0.0/16", "name": "corp-vpn"}, {"cidr": "10.128.0.0/16", "name": "corp-vpn-2"}]
+    assert errors("prod", lambda c: c["cluster"].update(masterAuthorizedNetworks=networks)) == [
+        "tpuray:cluster.masterAuthorizedNetworks[1].cidr: '10.128.0.0/16' is listed already "
+        "(tpuray:cluster.masterAuthorizedNetworks[0]); list each network once"
+    ]
+
+
+def test_more_than_50_authorized_networks_is_refused() -> None:
+    networks = [{"cidr": f"10.{i}.0.0/16", "name": f"site-{i}"} for i in range(51)]
+    assert errors("prod", lambda c: c["cluster"].update(masterAuthorizedNetworks=networks)) == [
+        "tpuray:cluster.masterAuthorizedNetworks: 51 networks is more than GKE's 50; merge adjacent CIDRs"
+    ]
