@@ -64,6 +64,7 @@ def test_check_help_names_every_argument_and_its_default(monkeypatch, capsys) ->
     assert capsys.readouterr().out == (
         "usage: tpuray check [-h] [--json] [--env {dev,staging,prod}] [--ray-version RAY_VERSION] "
         "[--allow-image PATTERN]\n"
+        "                    [--conventions]\n"
         "                    PATH [PATH ...]\n"
         "\n"
         "positional arguments:\n"
@@ -78,6 +79,8 @@ def test_check_help_names_every_argument_and_its_default(monkeypatch, capsys) ->
         "                        the pinned Ray version images must carry (default: the project's pin)\n"
         "  --allow-image PATTERN\n"
         "                        an extra allowed TPU image (glob), e.g. 'vllm/vllm-tpu:*'\n"
+        "  --conventions         hold every manifest to this project's conventions (default: only those labelled\n"
+        "                        app.kubernetes.io/managed-by: tpuray; on others they are advisory)\n"
     )
 
 

@@ -15,8 +15,9 @@ def test_no_generated_section_is_stale() -> None:
 
 def test_the_policy_table_has_one_row_per_rule_with_its_levels() -> None:
     table = docs.policy_rule_table()
-    assert "| `rayjob-deadlines` | RayCluster, RayJob, RayService | mandatory (advisory in dev) | yes |" in table
-    assert "| `gke-private-nodes` | Cluster | mandatory | no | GKE nodes have private IPs only. |" in table
+    assert "| `rayjob-deadlines` | project | RayCluster, RayJob, RayService | mandatory (advisory in dev) | yes |" in table
+    assert "| `gke-private-nodes` | project | Cluster | mandatory | no | GKE nodes have private IPs only. |" in table
+    assert "| `tpu-num-of-hosts` | gke | RayCluster, RayJob, RayService | mandatory | yes |" in table
 
 
 def test_a_section_without_markers_is_an_error() -> None:
@@ -27,7 +28,7 @@ def test_a_section_without_markers_is_an_error() -> None:
 def test_render_replaces_only_the_section() -> None:
     text = "before\n<!-- BEGIN GENERATED: policy-rules (x) -->\nold\n<!-- END GENERATED: policy-rules -->\nafter\n"
     out = docs.render("policy-rules", text)
-    assert out.startswith("before\n<!-- BEGIN GENERATED: policy-rules (x) -->\n| name | applies to |")
+    assert out.startswith("before\n<!-- BEGIN GENERATED: policy-rules (x) -->\n| name | profile | applies to |")
     assert out.endswith("|\n<!-- END GENERATED: policy-rules -->\nafter\n") and "old" not in out
 
 

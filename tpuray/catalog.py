@@ -205,6 +205,11 @@ GENERATIONS: dict[str, Generation] = {
     )
 }  # fmt: skip
 
+# Accelerator labels of single-host slices only: GKE's legacy v5e label is that of the ct5l machine
+# types, one VM each (../shared/reference/tpu-facts.md, "v5e"; GKE "Plan TPUs": tpu-v5-lite-podslice
+# for multi-host v5e). A multi-host shape under it has no node pool to run on.
+SINGLE_HOST_ONLY_ACCELERATORS = ("tpu-v5-lite-device",)
+
 CHIPS_PER_MULTI_HOST_VM = 4
 
 

@@ -9,8 +9,8 @@ names the stale ones (tests/test_docs_generated.py runs the same check), so a ru
 registry without its docs row fails the fast suite.
 
 Sections:
-- `policy-rules` in docs/policies.md: the rule table, from tpuray.policies.RULES and the
-  enforcement levels of policies/policy-config.<environment>.json;
+- `policy-rules` in docs/policies.md: the rule table, from tpuray.policies.RULES (name, profile,
+  kinds, description) and the enforcement levels of policies/policy-config.<environment>.json;
 - `config-keys` in docs/configuration.md: every stack config key with its type, default, bounds
   and description, from StackConfig.model_json_schema() (descriptions: the fields'
   `Field(description=...)`, else the model's docstring for an object key).
@@ -37,11 +37,12 @@ def _levels(environment: str) -> dict[str, str]:
 
 
 def policy_rule_table() -> str:
-    """One row per rule of the pack, in registry order."""
+    """One row per rule of the pack, in registry order, with its profile (gke: breaks on GKE;
+    project: this project's convention, advisory in `tpuray check` on manifests tpuray did not render)."""
     from tpuray.policies import RULES
 
     levels = {env: _levels(env) for env in ENVIRONMENTS}
-    rows = ["| name | applies to | default | check | description |", "|---|---|---|---|---|"]
+    rows = ["| name | profile | applies to | default | check | description |", "|---|---|---|---|---|---|"]
     for rule in RULES:
         kinds = "stack" if rule.is_stack else ", ".join(dict.fromkeys(t.rsplit(":", 1)[-1] for t in rule.types))
         default = rule.level.value
@@ -53,7 +54,7 @@ def policy_rule_table() -> str:
         if others:
             default += " (" + "; ".join(f"{level} in {', '.join(envs)}" for level, envs in others.items()) + ")"
         check = "yes" if rule.kubernetes else "no"
-        rows.append(f"| `{rule.name}` | {kinds} | {default} | {check} | {rule.description} |")
+        rows.append(f"| `{rule.name}` | {rule.profile} | {kinds} | {default} | {check} | {rule.description} |")
     return "\n".join(rows) + "\n"
 
 

@@ -69,6 +69,13 @@ COST_STACK = "tpuray-stack"
 COST_POOL = "tpuray-pool"
 COST_TIER = "tpuray-tier"  # spot | reservation | on-demand | flex-start | system
 
+# The Kubernetes recommended label (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/)
+# tpuray puts on every object it renders (infra/components/workloads.py, capacity_chain.py).
+# `tpuray check` reads it as "rendered by tpuray": such an object is held to this project's
+# conventions as on a stack; any other is foreign (tpuray.policies.evaluate).
+MANAGED_BY = "app.kubernetes.io/managed-by"
+RENDERED_BY_TPURAY = {MANAGED_BY: "tpuray"}
+
 # Pod template labels tpuray sets on every Ray pod: what NetworkPolicies select on. KubeRay's
 # own ray.io/cluster value is generated for RayJob and RayService clusters, so it cannot be named.
 RAY_OBJECT = "tpuray.dev/ray-object"  # the RayJob / RayService / RayCluster the pod belongs to

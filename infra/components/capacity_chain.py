@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tpuray import capacity, catalog
+from tpuray import capacity, catalog, labels
 from tpuray.config import CapacityTier, SlicePoolConfig
 
 
@@ -65,7 +65,7 @@ class CapacityChain(pulumi.ComponentResource):
             f"{name}-computeclass",
             api_version="cloud.google.com/v1",
             kind="ComputeClass",
-            metadata={"name": args.pool.compute_class, "labels": {"app.kubernetes.io/managed-by": "tpuray"}},
+            metadata={"name": args.pool.compute_class, "labels": dict(labels.RENDERED_BY_TPURAY)},
             spec=compute_class_spec(args.pool, args.node_service_account),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )

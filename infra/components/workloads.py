@@ -230,7 +230,7 @@ class RayWorkloads(pulumi.ComponentResource):
             raise ConfigError(
                 [f"{key}: missing; `pulumi up` deploys images by digest: build and push images/{unbuilt[0]} first"]
             )
-        object_labels = {"app.kubernetes.io/managed-by": "tpuray", "app.kubernetes.io/part-of": cfg.cluster.name}
+        object_labels = {**labels.RENDERED_BY_TPURAY, "app.kubernetes.io/part-of": cfg.cluster.name}
 
         # Pods reach GCS (data, checkpoints, code) as this GSA, through Workload Identity.
         gsa = gcp.serviceaccount.Account(

@@ -26,11 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the pinned Ray version images must carry (default: the project's pin)")  # fmt: skip
     p.add_argument("--allow-image", action="append", default=[], metavar="PATTERN",
                    help="an extra allowed TPU image (glob), e.g. 'vllm/vllm-tpu:*'")  # fmt: skip
+    p.add_argument("--conventions", action="store_true",
+                   help="hold every manifest to this project's conventions (default: only those labelled "
+                        "app.kubernetes.io/managed-by: tpuray; on others they are advisory)")  # fmt: skip
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    violations = check_manifests(args.paths, args.env, args.ray_version, args.allow_image)
+    violations = check_manifests(args.paths, args.env, args.ray_version, args.allow_image, args.conventions)
     if args.json:
         print(json.dumps({"violations": [v.as_json() for v in violations]}, indent=2))
     else:

@@ -238,8 +238,13 @@ def analyze(
     file_config: dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
     source: str = "policy config",
+    level_of: Callable[[str, Target | None, str], str] | None = None,
 ) -> list[Violation]:
-    """Run the pack on `targets` through `client` (InProcessAnalyzer or a gRPC AnalyzerStub)."""
+    """Run the pack on `targets` through `client` (InProcessAnalyzer or a gRPC AnalyzerStub).
+
+    `level_of(policy, target, level)`, when given, decides each violation's level from the level
+    the analyzer reported and the resource it blames (None: a stack-wide finding); `tpuray check`
+    uses it for its per-manifest profiles (tpuray.policies.evaluate)."""
     info = client.GetAnalyzerInfo(_empty())
     client.Configure(configure_request(info, file_config or {}, overrides or {}, source))
     by_urn = {t.resource.urn: t for t in targets}
@@ -248,10 +253,11 @@ def analyze(
     def collect(response: analyzer_pb2.AnalyzeResponse, default: Target | None) -> None:
         for diag in response.diagnostics:
             target = by_urn.get(diag.urn, default)
+            level = LEVEL_NAMES.get(diag.enforcementLevel, "advisory")
             violations.append(
                 Violation(
                     policy=diag.policyName,
-                    level=LEVEL_NAMES.get(diag.enforcementLevel, "advisory"),
+                    level=level if level_of is None else level_of(diag.policyName, target, level),
                     resource=target.resource.label if target else "stack",
                     message=_message(diag),
                     file=target.file if target else None,

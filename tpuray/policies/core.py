@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -104,6 +104,20 @@ class Finding:
 ResourceCheck = Callable[[Resource, dict[str, Any]], Iterable[Finding | str]]
 StackCheck = Callable[[list[Resource], dict[str, Any]], Iterable[Finding]]
 
+# Why a rule exists, which decides how `tpuray check` enforces it on a manifest tpuray did not
+# render (tpuray.policies.evaluate, docs/policies.md "Two profiles"):
+# - GKE: violating it breaks on GKE: the API server's schema or CEL rules refuse the object, the
+#   KubeRay operator or the TPU webhook refuses it, Ray refuses it, or the TPU job never starts
+#   or hangs (pods Pending forever, a gang split over two slices, an app that stays DEPLOYING).
+#   Enforced at its configured level on every manifest.
+# - PROJECT: one of this project's conventions (its labels, images, Ray pin, token auth,
+#   deadlines, security baseline, capacity policy). Enforced at its configured level on what
+#   tpuray renders; advisory on foreign manifests unless `tpuray check --conventions`.
+Profile = Literal["gke", "project"]
+GKE: Profile = "gke"
+PROJECT: Profile = "project"
+PROFILES: tuple[Profile, ...] = (GKE, PROJECT)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -116,6 +130,11 @@ class Rule:
     topology: bool = False  # a TPU topology rule (reported against the conformance corpus)
     kubernetes: bool = False  # also runs on plain manifests in `tpuray check`
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # JSON schema of properties
+    profile: Profile = field(kw_only=True)  # GKE or PROJECT: every rule names one
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"rule {self.name}: profile is {self.profile!r}; valid: {', '.join(PROFILES)}")
 
     @property
     def is_stack(self) -> bool:

@@ -5,6 +5,13 @@
 - `check_manifests`: plain Kubernetes YAML (`tpuray check`), where the stack-only rules (node
   pools, the GKE cluster) are disabled because plain manifests have no stack.
 
+Every rule has a profile (tpuray.policies.core: GKE or PROJECT). A stack is tpuray's own, so
+`check_stack` enforces every rule at its configured level. `check_manifests` does so for the
+objects tpuray rendered (labelled app.kubernetes.io/managed-by: tpuray, tpuray/labels.py); on any
+other manifest a PROJECT rule's mandatory finding is reported as advisory, because breaking this
+project's conventions does not break the manifest on GKE, unless `conventions` holds every
+manifest to them (`tpuray check --conventions`).
+
 The CLI commands only parse, call these, and print.
 """
 
@@ -13,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from tpuray.policies import RULES
+from tpuray.labels import RENDERED_BY_TPURAY
+from tpuray.policies import RULES, RULES_BY_NAME
 from tpuray.policies.analyzer import InProcessAnalyzer, Target, Violation, analyze, config_file, load_config_file, urn
-from tpuray.policies.core import Resource
+from tpuray.policies.core import PROJECT, Resource
+from tpuray.policies.kube import as_dict, get
 from tpuray.policies.manifests import load
 
 if TYPE_CHECKING:
@@ -31,15 +40,44 @@ def check_stack(run: StackRun) -> list[Violation]:
     return analyze(InProcessAnalyzer(), targets, load_config_file(path), overrides, str(path))
 
 
+def rendered_by_tpuray(target: Target | None) -> bool:
+    """Whether a manifest is one tpuray rendered (its metadata.labels name tpuray as the manager).
+    A stack-wide finding blames no manifest (None): it is judged as foreign."""
+    found = as_dict(get(target.resource.props, "metadata", "labels")) if target else {}
+    return RENDERED_BY_TPURAY.items() <= found.items()
+
+
+def manifest_level(policy: str, target: Target | None, level: str, conventions: bool) -> str:
+    """The level `tpuray check` reports: a mandatory finding of a PROJECT rule on a foreign manifest
+    is advisory unless `conventions`; every other finding keeps its configured level."""
+    if level == "mandatory" and RULES_BY_NAME[policy].profile == PROJECT and not conventions:
+        return level if rendered_by_tpuray(target) else "advisory"
+    return level
+
+
 def check_manifests(
-    paths: list[str], environment: str, ray_version: str, allow_images: list[str], rules: Collection[str] | None = None
+    paths: list[str],
+    environment: str,
+    ray_version: str,
+    allow_images: list[str],
+    conventions: bool = False,
+    rules: Collection[str] | None = None,
 ) -> list[Violation]:
-    """The pack's Kubernetes rules on YAML files or folders, at `environment`'s enforcement levels;
-    only those named in `rules` when given (a test that asserts on some rules runs only them)."""
+    """The pack's Kubernetes rules on YAML files or folders, at `environment`'s enforcement levels,
+    each manifest under its profile (`manifest_level`; `conventions`: this project's rules at their
+    level on every manifest); only those named in `rules` when given (a test that asserts on some
+    rules runs only them)."""
     targets = load(paths)
     off = {r.name for r in RULES if not r.kubernetes or (rules is not None and r.name not in rules)}
     overrides: dict[str, dict[str, object]] = {name: {"enforcementLevel": "disabled"} for name in off}
     overrides.setdefault("ray-version-pinned", {}).update(rayVersion=ray_version, allowedTpuImages=allow_images)
     overrides.setdefault("tpu-image", {}).update(allowedTpuImages=allow_images)
     path = config_file(environment)
-    return analyze(InProcessAnalyzer(), targets, load_config_file(path), overrides, str(path))
+    return analyze(
+        InProcessAnalyzer(),
+        targets,
+        load_config_file(path),
+        overrides,
+        str(path),
+        lambda policy, target, level: manifest_level(policy, target, level, conventions),
+    )

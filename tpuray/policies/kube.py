@@ -181,6 +181,35 @@ def tpu_groups(obj: dict[str, Any]) -> list[Group]:
     return [g for g in groups(cluster) if not g.is_head and g.is_tpu] if cluster else []
 
 
+# KubeRay's CRD default for an unset maxReplicas (ray.io_rayclusters.yaml, v1.7.0).
+MAX_REPLICAS_DEFAULT = 2147483647
+
+
+def slices(g: Group, autoscaling: bool) -> int:
+    """How many replicas (slices, for a TPU group) KubeRay may run of a worker group at once:
+    replicas clamped to [minReplicas, maxReplicas] (utils.GetWorkerGroupDesiredReplicas, KubeRay
+    v1.7.0; the CRD defaults them to 0, 0 and 2147483647), up to maxReplicas when the autoscaler
+    scales the group; none while it is suspended."""
+    if g.spec.get("suspend") is True:
+        return 0
+    high = as_int(g.spec.get("maxReplicas"))
+    high = MAX_REPLICAS_DEFAULT if high is None else high
+    if autoscaling:
+        return high
+    low = as_int(g.spec.get("minReplicas")) or 0
+    return min(max(as_int(g.spec.get("replicas")) or 0, low), high)
+
+
+def multi_host_slices(obj: dict[str, Any]) -> int:
+    """How many multi-host TPU slices an object's Ray cluster may run at once. A gang of hosts can
+    be split over two slices only where there are two; with one, every host is of that slice."""
+    cluster = cluster_spec(obj)
+    if cluster is None:
+        return 0
+    autoscaling = cluster.spec.get("enableInTreeAutoscaling") is True
+    return sum(slices(g, autoscaling) for g in tpu_groups(obj) if (s := g.shape()) is not None and s.multi_host)
+
+
 def shapes_of_generation_topology(accelerator: str, topology: str) -> list[catalog.SliceShape]:
     """Every catalog form of one accelerator label and topology (2x4 has two)."""
     try:

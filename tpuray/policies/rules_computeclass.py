@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, PROJECT, Profile, Resource, Rule
 from tpuray.policies.kube import (
     COMPUTE_CLASS_TYPE,
     as_dict,
@@ -77,8 +77,10 @@ def _tpu_shape(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             )
 
 
-def _rule(name: str, description: str, check: Any, topology: bool = False) -> Rule:
-    return Rule(name, description, MANDATORY, (COMPUTE_CLASS_TYPE,), check, topology=topology, kubernetes=True)
+def _rule(name: str, description: str, check: Any, profile: Profile, topology: bool = False) -> Rule:
+    return Rule(
+        name, description, MANDATORY, (COMPUTE_CLASS_TYPE,), check, topology=topology, kubernetes=True, profile=profile
+    )
 
 
 RULES = (
@@ -86,16 +88,19 @@ RULES = (
         "compute-class-reservation-name",
         "ComputeClass specific reservations have a non-empty name.",
         _reservation_names,
+        GKE,  # GKE finds no reservation named '': the nodes are never created
     ),
     _rule(
         "compute-class-when-unsatisfiable",
         "ComputeClasses set whenUnsatisfiable explicitly.",
         _when_unsatisfiable,
+        PROJECT,  # either default works on GKE; this project wants the behaviour written down
     ),
     _rule(
         "compute-class-tpu-shape",
         "ComputeClass tpu priorities name a catalog shape: type, topology, chips per node and machine type agree.",
         _tpu_shape,
+        GKE,
         topology=True,
     ),
 )

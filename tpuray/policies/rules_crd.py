@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tpuray import kcel, schemas
-from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, Resource, Rule
 
 
 def _manifest(res: Resource) -> dict[str, Any] | None:
@@ -48,6 +48,7 @@ RULES = (
         schemas.type_tokens(),
         _schema,
         kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "crd-validation-rules",
@@ -56,5 +57,6 @@ RULES = (
         schemas.type_tokens(),
         _cel,
         kubernetes=True,
+        profile=GKE,
     ),
 )

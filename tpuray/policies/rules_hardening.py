@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray.policies.core import MANDATORY, UNKNOWN, Finding, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, PROJECT, UNKNOWN, Finding, Resource, Rule
 from tpuray.policies.kube import (
     CLUSTER_TYPE,
     RAY_TYPES,
@@ -234,6 +234,7 @@ RULES = (
         MANDATORY,
         (CLUSTER_TYPE,),
         _dataplane_v2,
+        profile=PROJECT,
     ),
     Rule(
         "gke-secrets-encryption",
@@ -241,6 +242,7 @@ RULES = (
         MANDATORY,
         (CLUSTER_TYPE,),
         _secrets_encryption,
+        profile=PROJECT,
     ),
     Rule(
         "gke-maintenance-window",
@@ -248,24 +250,28 @@ RULES = (
         MANDATORY,
         (CLUSTER_TYPE,),
         _maintenance_window,
+        profile=PROJECT,
     ),
     Rule(
         "gke-binary-authorization",
         "Where Binary Authorization is enforced, every Ray image is pinned by digest and allowed by the policy.",
         MANDATORY,
         stack_check=_binary_authorization,
+        profile=GKE,
     ),
     Rule(
         "ray-namespace-pod-security",
         "The Ray namespace enforces the restricted (or baseline) Pod Security Standard.",
         MANDATORY,
         stack_check=_namespace_pod_security,
+        profile=PROJECT,
     ),
     Rule(
         "ray-network-policies",
         "The Ray namespace denies ingress by default and opens no Ray control port to everyone.",
         MANDATORY,
         stack_check=_network_policies,
+        profile=PROJECT,
     ),
     Rule(
         "serve-gateway-tls",
@@ -274,5 +280,6 @@ RULES = (
         (*GATEWAY_TYPES, *ROUTE_TYPES),
         _serve_gateway,
         kubernetes=True,
+        profile=PROJECT,
     ),
 )

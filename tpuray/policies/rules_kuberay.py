@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from tpuray.labels import RAY_CLUSTER, RAY_INITIALIZING_TIMEOUT
-from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, as_dict, as_int, as_list, cluster_spec, get, groups, show
 
 # validation.go ValidateRay{Cluster,Job,Service}Metadata, constant.go MaxRay*NameLength.
@@ -258,8 +258,9 @@ def _rayservice_spec(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 
 
 def _rule(name: str, description: str, check: Any, kinds: tuple[str, ...] = ()) -> Rule:
+    """A rule of what the operator refuses: every one breaks on GKE (the GKE profile)."""
     types = tuple(t for t in RAY_TYPES if not kinds or t.rsplit(":", 1)[1] in kinds)
-    return Rule(name, description, MANDATORY, types, check, kubernetes=True)
+    return Rule(name, description, MANDATORY, types, check, kubernetes=True, profile=GKE)
 
 
 RULES = (

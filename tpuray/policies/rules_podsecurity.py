@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from tpuray.policies.core import MANDATORY, UNKNOWN, Resource, Rule
+from tpuray.policies.core import MANDATORY, PROJECT, UNKNOWN, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, cluster_spec, get, groups
 
 # checkov.kubernetes.checks.resource.k8s.<module>: the generic pod rules enforced on Ray pods.
@@ -85,5 +85,6 @@ RULES = (
         RAY_TYPES,
         _pod_security,
         kubernetes=True,
+        profile=PROJECT,
     ),
 )

@@ -28,7 +28,7 @@ import yaml
 
 from tpuray.hf_token import plaintext_token_paths
 from tpuray.llm_stack import SECRET_MANAGER_CSI_DRIVER
-from tpuray.policies.core import MANDATORY, Finding, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, PROJECT, Finding, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, Group, RayClusterSpec, as_dict, as_list, cluster_spec, groups
 
 CONFIG_MAP_TYPE = "kubernetes:core/v1:ConfigMap"
@@ -140,6 +140,7 @@ RULES = (
         (*RAY_TYPES, CONFIG_MAP_TYPE),
         _no_plaintext_token,
         kubernetes=True,
+        profile=PROJECT,
     ),
     Rule(
         "hf-token-mounted",
@@ -148,11 +149,13 @@ RULES = (
         RAY_SERVICE_TYPES,
         _token_mounted,
         kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "hf-token-provider-class",
         "Each Secret Manager add-on volume of a RayService names a SecretProviderClass of the stack with provider gke.",
         MANDATORY,
         stack_check=_provider_class_declared,
+        profile=GKE,
     ),
 )

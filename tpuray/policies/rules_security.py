@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray.policies.core import MANDATORY, UNKNOWN, Resource, Rule
+from tpuray.policies.core import MANDATORY, PROJECT, UNKNOWN, Resource, Rule
 from tpuray.policies.kube import (
     CLUSTER_TYPE,
     INGRESS_TYPES,
@@ -209,6 +209,7 @@ RULES = (
         (*RAY_TYPES, SERVICE_TYPE, *INGRESS_TYPES),
         _ports_not_public,
         kubernetes=True,
+        profile=PROJECT,
     ),
     Rule(
         "ray-token-auth",
@@ -217,23 +218,47 @@ RULES = (
         RAY_TYPES,
         _token_auth,
         kubernetes=True,
+        profile=PROJECT,
     ),
-    Rule("gke-private-nodes", "GKE nodes have private IPs only.", MANDATORY, (CLUSTER_TYPE,), _private_nodes),
+    Rule(
+        "gke-private-nodes",
+        "GKE nodes have private IPs only.",
+        MANDATORY,
+        (CLUSTER_TYPE,),
+        _private_nodes,
+        profile=PROJECT,
+    ),
     Rule(
         "gke-workload-identity",
         "GKE clusters enable Workload Identity.",
         MANDATORY,
         (CLUSTER_TYPE,),
         _workload_identity,
+        profile=PROJECT,
     ),
-    Rule("gke-shielded-nodes", "GKE clusters keep shielded nodes on.", MANDATORY, (CLUSTER_TYPE,), _shielded_nodes),
-    Rule("gke-no-legacy-abac", "GKE clusters keep legacy ABAC off.", MANDATORY, (CLUSTER_TYPE,), _no_legacy_abac),
+    Rule(
+        "gke-shielded-nodes",
+        "GKE clusters keep shielded nodes on.",
+        MANDATORY,
+        (CLUSTER_TYPE,),
+        _shielded_nodes,
+        profile=PROJECT,
+    ),
+    Rule(
+        "gke-no-legacy-abac",
+        "GKE clusters keep legacy ABAC off.",
+        MANDATORY,
+        (CLUSTER_TYPE,),
+        _no_legacy_abac,
+        profile=PROJECT,
+    ),
     Rule(
         "gke-control-plane-access",
         "The GKE control plane has a private endpoint or master authorized networks.",
         MANDATORY,
         (CLUSTER_TYPE,),
         _control_plane_access,
+        profile=PROJECT,
     ),
     Rule(
         "gke-node-service-account",
@@ -241,5 +266,6 @@ RULES = (
         MANDATORY,
         (CLUSTER_TYPE, NODE_POOL_TYPE),
         _node_service_account,
+        profile=PROJECT,
     ),
 )

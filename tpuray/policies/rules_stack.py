@@ -8,7 +8,7 @@ from typing import Any
 
 from tpuray import capacity, catalog
 from tpuray.labels import COMPUTE_CLASS, GKE_TPU_TOPOLOGY
-from tpuray.policies.core import MANDATORY, UNKNOWN, Finding, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, PROJECT, UNKNOWN, Finding, Resource, Rule
 from tpuray.policies.kube import (
     CLUSTER_TYPE,
     COMPUTE_CLASS_TYPE,
@@ -241,6 +241,7 @@ RULES = (
         MANDATORY,
         stack_check=_topology_provided,
         topology=True,
+        profile=GKE,
     ),
     Rule(
         "tpu-node-pool-slice-shape",
@@ -248,6 +249,7 @@ RULES = (
         MANDATORY,
         stack_check=_node_pool_slice_shape,
         topology=True,
+        profile=GKE,
     ),
     Rule(
         "spot-has-fallback",
@@ -255,11 +257,13 @@ RULES = (
         MANDATORY,
         stack_check=_spot_has_fallback,
         kubernetes=True,
+        profile=PROJECT,
     ),
     Rule(
         "compute-class-node-service-account",
         "Node pools a ComputeClass auto-creates run as a dedicated service account.",
         MANDATORY,
         stack_check=_compute_class_service_account,
+        profile=PROJECT,
     ),
 )

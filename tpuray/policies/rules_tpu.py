@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray import capacity
+from tpuray import capacity, catalog
 from tpuray.labels import (
     COMPUTE_CLASS,
     GKE_SPOT,
@@ -23,7 +23,7 @@ from tpuray.labels import (
     SLICE_POOL,
     TPU_RESOURCE,
 )
-from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, PROJECT, Resource, Rule
 from tpuray.policies.kube import (
     RAY_TYPES,
     Group,
@@ -31,6 +31,7 @@ from tpuray.policies.kube import (
     as_dict,
     as_int,
     generation_of_accelerator,
+    multi_host_slices,
     shapes_of_generation_topology,
     show,
     tpu_groups,
@@ -88,6 +89,14 @@ def _node_selectors(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             yield (
                 f"{res.label}: {g.where}.template.metadata.annotations[{GKE_TPU_SLICE_TOPOLOGY!r}] is {show(sub)}, "
                 f"which is not a topology of {acc}: use a valid subslice topology"
+            )
+            continue
+        shape = g.shape()
+        if acc in catalog.SINGLE_HOST_ONLY_ACCELERATORS and shape is not None and shape.multi_host:
+            yield (
+                f"{res.label}: {sel}[{GKE_TPU_ACCELERATOR!r}] is {show(acc)}, a label of single-host slices only, "
+                f"but {shape.chips_per_host} chips per pod make {shape.topology} {shape.hosts_text}; no node pool of "
+                f"that label runs it: use {catalog.GENERATIONS[shape.generation].gke_accelerator}"
             )
 
 
@@ -151,6 +160,10 @@ def _num_of_hosts(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 
 
 def _one_vm_slices(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    # The gang hangs only when its hosts can be placed on two slices (docs/apps.md, "Two shapes
+    # JaxTrainer cannot hold to one slice"): a cluster of one multi-host slice cannot split it.
+    if multi_host_slices(res.props) < 2:
+        return
     for g in tpu_groups(res.props):
         if GKE_TPU_SLICE_TOPOLOGY in g.annotations:
             # A subslice: Ray sizes its VMs from the parent pool's topology (ray/util/tpu.py,
@@ -174,6 +187,7 @@ RAY_OWNED_TPU_LABELS = (RAY_TPU_SLICE_NAME, RAY_TPU_WORKER_ID, RAY_TPU_POD_TYPE)
 
 
 def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    """This project's labels (tpuray's apps select hosts by them) and a truthful market type."""
     required = [str(k) for k in config.get("requiredLabels", [SLICE_POOL])]
     for g in tpu_groups(res.props):
         labels = g.labels
@@ -194,6 +208,15 @@ def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
                 f"{res.label}: {where}[{MARKET_TYPE!r}] is 'on-demand' but the nodeSelector asks "
                 f"{GKE_SPOT}: 'true': set {MARKET_TYPE}: spot"
             )
+
+
+def _ray_owned_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    """Group labels that override what Ray derives per host. A user label wins over Ray's default
+    label of the same key (ray/_private/resource_and_label_spec.py, _resolve_labels, Ray 2.60.0),
+    so a group-wide slice name makes every slice one to SlicePlacementGroup and a gang may span two."""
+    for g in tpu_groups(res.props):
+        labels = g.labels
+        where = f"{g.where}.labels"
         for key in RAY_OWNED_TPU_LABELS:
             if key in labels:
                 yield (
@@ -211,13 +234,14 @@ def _ray_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 RULES = (
     Rule(
         "tpu-node-selectors",
-        "TPU worker groups select a known gke-tpu-accelerator and a topology valid for it, and pin no capacity tier "
-        "beside a ComputeClass.",
+        "TPU worker groups select a known gke-tpu-accelerator (a single-host-only one for single-host slices) and a "
+        "topology valid for it, and pin no capacity tier beside a ComputeClass.",
         MANDATORY,
         RAY_TYPES,
         _node_selectors,
         topology=True,
         kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "tpu-chips-per-host",
@@ -227,6 +251,7 @@ RULES = (
         _chips_per_host,
         topology=True,
         kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "tpu-num-of-hosts",
@@ -236,24 +261,38 @@ RULES = (
         _num_of_hosts,
         topology=True,
         kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "tpu-slice-ray-reads-as-one-vm",
         "No TPU worker group is a multi-host slice that Ray's SlicePlacementGroup reads as one VM (v5e and v6e 2x4 "
-        "on 4-chip machines): its gang could span two slices.",
+        "on 4-chip machines) in a cluster that may run two multi-host slices: its gang could span them.",
         MANDATORY,
         RAY_TYPES,
         _one_vm_slices,
         topology=True,
         kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "tpu-worker-ray-labels",
-        "TPU worker groups carry the Ray node labels slice-aware scheduling needs, and none Ray owns.",
+        "TPU worker groups carry this project's Ray node labels (tpuray.dev/slice-pool) and a market type that "
+        "matches their capacity.",
         MANDATORY,
         RAY_TYPES,
         _ray_labels,
         kubernetes=True,
         config={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": [SLICE_POOL]}},
+        profile=PROJECT,
+    ),
+    Rule(
+        "tpu-worker-ray-owned-labels",
+        "TPU worker groups set no label Ray derives per host (slice name, worker id, pod type) and no "
+        "ray.io/tpu-topology other than their own.",
+        MANDATORY,
+        RAY_TYPES,
+        _ray_owned_labels,
+        kubernetes=True,
+        profile=GKE,
     ),
 )

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tpuray import kuberay_versions
-from tpuray.policies.core import ADVISORY, Resource, Rule
+from tpuray.policies.core import ADVISORY, GKE, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, as_dict, cluster_spec
 
 CONFIG = {
@@ -56,5 +56,6 @@ RULES = (
         _field_versions,
         kubernetes=True,
         config=CONFIG,
+        profile=GKE,
     ),
 )

@@ -12,14 +12,16 @@ import yaml
 
 from tpuray import catalog, labels
 from tpuray.labels import RAY_TPU_TOPOLOGY
-from tpuray.policies.core import MANDATORY, Resource, Rule
+from tpuray.policies.core import GKE, MANDATORY, PROJECT, Profile, Resource, Rule
 from tpuray.policies.kube import (
     RAY_TYPES,
+    RayClusterSpec,
     as_dict,
     as_int,
     as_list,
     cluster_spec,
     groups,
+    multi_host_slices,
     show,
     tpu_groups,
 )
@@ -88,6 +90,17 @@ def ray_version_of(image: Any) -> str | None:
     return version.group("version") if version else None
 
 
+def _group_images(cluster: RayClusterSpec) -> dict[str, Any]:
+    """The Ray image of each group (KubeRay runs Ray in the first container), by where it sits;
+    a built image stands for the -tpu base it records (its Ray version)."""
+    images: dict[str, Any] = {}
+    for g in groups(cluster):
+        if g.containers:
+            image = g.containers[0].get("image")
+            images[f"{g.where}.template.spec.containers[0].image"] = built_base(image, g.annotations) or image
+    return images
+
+
 def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
     cluster = cluster_spec(res.props)
     if cluster is None:
@@ -96,17 +109,7 @@ def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
     declared = cluster.spec.get("rayVersion")
     if declared is not None and str(declared) != pin:
         yield f"{res.label}: {cluster.path}.rayVersion is {show(declared)}; the stack pins Ray {pin}: set rayVersion: {show(pin)}"
-    images: dict[str, str] = {}
-    for g in groups(cluster):
-        containers = g.containers
-        if not containers:
-            continue
-        # KubeRay runs Ray in the first container of each group.
-        image = containers[0].get("image")
-        where = f"{g.where}.template.spec.containers[0].image"
-        # A built image names its Ray version through the -tpu base it records.
-        image = built_base(image, g.annotations) or image
-        images[where] = image if isinstance(image, str) else show(image)
+    for where, image in _group_images(cluster).items():
         version = ray_version_of(image)
         if version is None:
             if isinstance(image, str) and _allowed(image, config):
@@ -117,20 +120,26 @@ def _ray_version(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             )
         elif version != pin:
             yield f"{res.label}: {where} is {show(image)} (Ray {version}); the stack pins Ray {pin}: use rayproject/ray:{pin}-..."
+
+
+def _ray_version_consistent(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    """Head and workers on one Ray version: a node whose Ray differs from the head's fails to join
+    ("Version mismatch: The cluster was started with ...", ray/_private/utils.py check_version_info,
+    called by ray/_private/node.py on every node start). Only versions the images name are compared."""
+    cluster = cluster_spec(res.props)
+    images = _group_images(cluster) if cluster else {}
     head = next((w for w in images if ".headGroupSpec." in w), None)
-    if head is None:
+    head_version = ray_version_of(images[head]) if head else None
+    if head is None or head_version is None:
         return
-    head_image, head_version = images[head], ray_version_of(images[head])
     for where, image in images.items():
         version = ray_version_of(image)
-        if where == head or (version, image) == (head_version, head_image):
-            continue
-        if version is not None and head_version is not None and version == head_version:
-            continue
-        yield (
-            f"{res.label}: {where} is {show(image)} but the head runs {show(head_image)}; head and workers must "
-            f"run the same Ray version: use rayproject/ray:{pin}-... for both"
-        )
+        if version is not None and version != head_version:
+            yield (
+                f"{res.label}: {where} is {show(image)} (Ray {version}) but the head runs {show(images[head])} "
+                f"(Ray {head_version}); Ray refuses a node whose version differs from the head's: run one Ray "
+                "version in every group"
+            )
 
 
 # ---------------------------------------------------------------------------- Serve
@@ -180,7 +189,10 @@ def _cpu_only(app: dict[str, Any]) -> bool:
     return True
 
 
-def _serve_topology(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+def _serve_findings(res: Resource) -> Iterator[tuple[Profile, str]]:
+    """(profile, message) of every Serve topology finding: GKE where the application can never
+    start or its gang can split over two slices, PROJECT where only this project's rule that the
+    topology be declared (checkable against the cluster) is broken."""
     if res.props.get("kind") != "RayService":
         return
     tpu = tpu_groups(res.props)
@@ -188,19 +200,24 @@ def _serve_topology(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         return
     shapes = {g.topology: g.shape() for g in tpu if g.topology}
     multi_host = any(s is not None and s.multi_host for s in shapes.values()) or len(shapes) > 1
+    # A gang splits only where it has two slices (or two shapes) to land on.
+    may_split = len(shapes) > 1 or multi_host_slices(res.props) > 1
     field = "spec.serveConfigV2"
     raw = as_dict(res.props.get("spec")).get("serveConfigV2")
     if not isinstance(raw, str):
         if multi_host:
             yield (
-                f"{res.label}: {field} is {show(raw)}; a RayService on multi-host TPU slices must say which slice "
-                "topology each application needs: add serveConfigV2 with the topology per application"
+                PROJECT,
+                (
+                    f"{res.label}: {field} is {show(raw)}; a RayService on multi-host TPU slices must say which slice "
+                    "topology each application needs: add serveConfigV2 with the topology per application"
+                ),
             )
         return
     try:
         doc = yaml.safe_load(raw)
     except yaml.YAMLError as err:
-        yield f"{res.label}: {field} is not valid YAML ({str(err).splitlines()[0]}): fix the Serve config"
+        yield GKE, f"{res.label}: {field} is not valid YAML ({str(err).splitlines()[0]}): fix the Serve config"
         return
     offered = ", ".join(sorted(shapes))
     gens = {s.generation for s in shapes.values() if s is not None}
@@ -212,26 +229,56 @@ def _serve_topology(res: Resource, config: dict[str, Any]) -> Iterator[str]:
         for topo in declared:
             if topo not in shapes:
                 yield (
-                    f"{res.label}: {where} asks TPU topology {show(topo)} but the cluster's TPU groups run {offered}; "
-                    "no host will ever match and the deployment stays DEPLOYING: use one of those"
+                    GKE,
+                    (
+                        f"{res.label}: {where} asks TPU topology {show(topo)} but the cluster's TPU groups run {offered}; "
+                        "no host will ever match and the deployment stays DEPLOYING: use one of those"
+                    ),
                 )
         for accel in _accelerator_types(app):
             try:
                 gen = catalog.by_ray_accelerator_type(accel)
             except catalog.CatalogError as err:
-                yield f"{res.label}: {where} accelerator_type is {show(accel)}: {err}"
+                yield GKE, f"{res.label}: {where} accelerator_type is {show(accel)}: {err}"
                 continue
             if gens and gen.name not in gens:
                 wanted = ", ".join(catalog.GENERATIONS[g].ray_accelerator_type for g in sorted(gens))
-                yield f"{res.label}: {where} accelerator_type is {show(accel)} but the cluster runs {wanted}: use {wanted}"
-        if not declared and multi_host and not _cpu_only(app):
-            example = next(iter(sorted(shapes)))
+                yield (
+                    GKE,
+                    f"{res.label}: {where} accelerator_type is {show(accel)} but the cluster runs {wanted}: use {wanted}",
+                )
+        if declared or not multi_host or _cpu_only(app):
+            continue
+        example = next(iter(sorted(shapes)))
+        fix = (
+            f"set Ray Serve LLM accelerator_config {{kind: tpu, topology: {example}}} (or args accelerator_type + "
+            f"topology), or a placement_group_bundle_label_selector with {RAY_TPU_TOPOLOGY}: {example}"
+        )
+        if may_split:
             yield (
-                f"{res.label}: {where} carries no TPU topology while the cluster runs multi-host slices ({offered}); "
-                "its replicas never gang onto one slice and stay DEPLOYING: set Ray Serve LLM "
-                f"accelerator_config {{kind: tpu, topology: {example}}} (or args accelerator_type + topology), or a "
-                f"placement_group_bundle_label_selector with {RAY_TPU_TOPOLOGY}: {example}"
+                GKE,
+                (
+                    f"{res.label}: {where} carries no TPU topology while the cluster runs multi-host slices ({offered}); "
+                    f"its replicas never gang onto one slice and stay DEPLOYING: {fix}"
+                ),
             )
+        else:
+            yield (
+                PROJECT,
+                (
+                    f"{res.label}: {where} carries no TPU topology; the cluster runs one {offered} slice, so no gang can "
+                    "split today, but the shape lives only in the application's code, unchecked against the cluster, "
+                    f"and a second slice would split it: {fix}"
+                ),
+            )
+
+
+def _serve_topology(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    return (message for profile, message in _serve_findings(res) if profile == GKE)
+
+
+def _serve_topology_declared(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    return (message for profile, message in _serve_findings(res) if profile == PROJECT)
 
 
 # ---------------------------------------------------------------------------- deadlines
@@ -264,10 +311,11 @@ RULES = (
         _tpu_image,
         kubernetes=True,
         config={"allowedTpuImages": {"type": "array", "items": {"type": "string"}, "default": []}},
+        profile=PROJECT,
     ),
     Rule(
         "ray-version-pinned",
-        "Ray images and rayVersion match the stack's pinned Ray version, head and workers alike.",
+        "Ray images and rayVersion match the stack's pinned Ray version.",
         MANDATORY,
         RAY_TYPES,
         _ray_version,
@@ -276,15 +324,37 @@ RULES = (
             "rayVersion": {"type": "string"},
             "allowedTpuImages": {"type": "array", "items": {"type": "string"}, "default": []},
         },
+        profile=PROJECT,
+    ),
+    Rule(
+        "ray-version-consistent",
+        "Head and worker images run the same Ray version (Ray refuses a node of another version).",
+        MANDATORY,
+        RAY_TYPES,
+        _ray_version_consistent,
+        kubernetes=True,
+        profile=GKE,
     ),
     Rule(
         "serve-tpu-topology",
-        "TPU applications of a RayService on multi-host slices carry a topology the cluster provides.",
+        "TPU applications of a RayService ask a topology and accelerator the cluster provides, and carry one where "
+        "their gang could split over two slices.",
         MANDATORY,
         RAY_TYPES,
         _serve_topology,
         topology=True,
         kubernetes=True,
+        profile=GKE,
+    ),
+    Rule(
+        "serve-tpu-topology-declared",
+        "TPU applications of a RayService on multi-host slices declare their topology in serveConfigV2, even on "
+        "one slice.",
+        MANDATORY,
+        RAY_TYPES,
+        _serve_topology_declared,
+        kubernetes=True,
+        profile=PROJECT,
     ),
     Rule(
         "rayjob-deadlines",
@@ -293,5 +363,6 @@ RULES = (
         RAY_TYPES,
         _job_deadlines,
         kubernetes=True,
+        profile=PROJECT,
     ),
 )
