@@ -90,8 +90,8 @@ def test_cluster_is_pinned_to_the_floor_of_the_gke_features_it_uses():
 
 def test_tpu7x_raises_the_floor_to_ironwoods_first_gke_version(tmp_path):
     def ironwood(c: dict) -> None:
-        c["tpuray:slicePools"][0].update(generation="tpu7x", topology="2x2x2")
-        c["tpuray:gcp"]["tpuZones"] = {"tpu7x": ["us-east5-b"]}  # Google's table has TPU7x in us-central1-c only
+        # Google's TPU table has TPU7x in us-central1-c only: capacity the dev project holds in us-east5-b.
+        c["tpuray:slicePools"][0].update(generation="tpu7x", topology="2x2x2", unlistedCapacity=True)
 
     cluster = one(stack_with(tmp_path, "dev", ironwood), CLUSTER, "gke").inputs
     assert cluster["minMasterVersion"] == "1.34.0-gke.2201000"

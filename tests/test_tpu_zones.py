@@ -1,6 +1,6 @@
 """A slice pool, and each fallback shape of its chain, must be in a zone that offers its TPU
-generation (Google's TPU regions and zones table, tpuray/data/tpu_zones.yaml), unless the stack
-lists capacity it knows it has in tpuray:gcp.tpuZones. The snapshot is dated and its age warns."""
+generation (Google's TPU regions and zones table, tpuray/data/tpu_zones.yaml), unless it runs on
+capacity the stack knows it has (unlistedCapacity). The snapshot is dated and its age warns."""
 
 from __future__ import annotations
 
@@ -32,8 +32,7 @@ def parses(stack: str, edit: Any) -> bool:
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_every_committed_stack_is_in_zones_that_offer_its_generations(stack: str) -> None:
-    cfg = parse_stack_config(copy.deepcopy(STACKS[stack]), stack)
-    assert tpu_zones.zone_lines(cfg) == [] and tpu_zones.override_lines(cfg) == []
+    assert tpu_zones.zone_lines(parse_stack_config(copy.deepcopy(STACKS[stack]), stack)) == []
 
 
 def test_the_snapshot_names_only_catalog_generations_with_its_source_and_date() -> None:
@@ -60,8 +59,8 @@ def test_a_v5p_pool_in_a_zone_without_v5p_is_refused_naming_the_zones_that_have_
     assert errors("dev", edit) == [
         "tpuray:slicePools[0].generation: 'v5p' is not offered in zone 'us-east5-b' (the pool's zone, "
         "tpuray:gcp.zones[0]) by Google's TPU regions and zones table (snapshot 2026-12-02); v5p zones: "
-        "us-central1-a, us-east5-a; if your project has v5p capacity in us-east5-b, list it in "
-        "tpuray:gcp.tpuZones.v5p"
+        "us-central1-a, us-east5-a; if your project has v5p capacity there, set "
+        "tpuray:slicePools[0].unlistedCapacity: true"
     ]
 
 
@@ -76,21 +75,32 @@ def test_a_pool_of_its_own_zone_is_refused_naming_that_key() -> None:
     assert errors("dev", edit) == [
         "tpuray:slicePools[1].generation: 'v6e' is not offered in zone 'us-east5-c' (tpuray:slicePools[1].zone) "
         "by Google's TPU regions and zones table (snapshot 2026-12-02); v6e zones: us-central1-b, us-east1-d, "
-        "us-east5-a, us-east5-b, europe-west4-a; if your project has v6e capacity in us-east5-c, list it in "
-        "tpuray:gcp.tpuZones.v6e"
+        "us-east5-a, us-east5-b, europe-west4-a; if your project has v6e capacity there, set "
+        "tpuray:slicePools[1].unlistedCapacity: true"
+    ]
+
+
+def test_prods_v5e_serving_pool_without_its_unlisted_capacity_is_refused() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        del c["slicePools"][1]["unlistedCapacity"]
+
+    assert errors("prod", edit) == [
+        "tpuray:slicePools[1].generation: 'v5e' is not offered in zone 'us-east5-a' (tpuray:slicePools[1].zone) "
+        "by Google's TPU regions and zones table (snapshot 2026-12-02); v5e zones: us-central1-a, us-south1-a, "
+        "us-west1-c, us-west4-a; if your project has v5e capacity there, set "
+        "tpuray:slicePools[1].unlistedCapacity: true"
     ]
 
 
 def test_a_fallback_shape_whose_generation_no_cluster_zone_offers_is_refused() -> None:
     def edit(c: dict[str, Any]) -> None:
-        c["gcp"].pop("tpuZones")  # prod's v5e capacity in us-east5, undeclared
-        c["slicePools"][1]["generation"] = "v6e"  # keep the serving pool out of it
-        c["slicePools"][1]["machineType"] = "ct6e-standard-8t"
+        del c["slicePools"][0]["fallback"][0]["unlistedCapacity"]
 
     assert errors("prod", edit) == [
         "tpuray:slicePools[0].fallback[0].generation: 'v5e' is not offered in 'us-east5-b' (tpuray:gcp.zones) by "
         "Google's TPU regions and zones table (snapshot 2026-12-02); v5e zones: us-central1-a, us-south1-a, "
-        "us-west1-c, us-west4-a; if your project has v5e capacity in us-east5-b, list it in tpuray:gcp.tpuZones.v5e"
+        "us-west1-c, us-west4-a; if your project has v5e capacity there, set "
+        "tpuray:slicePools[0].fallback[0].unlistedCapacity: true"
     ]
 
 
@@ -102,42 +112,37 @@ def test_a_fallback_shape_is_accepted_when_one_cluster_zone_offers_it() -> None:
     assert parses("prod", edit)
 
 
-def test_the_stacks_own_tpu_zones_are_capacity_it_knows_it_has() -> None:
-    def edit(c: dict[str, Any]) -> None:
-        c["slicePools"][0].update(generation="tpu7x", topology="2x2x2")
-        c["gcp"]["tpuZones"] = {"tpu7x": ["us-east5-b"]}
+def test_unlisted_capacity_lets_a_pool_run_where_the_table_lists_no_such_tpu() -> None:
+    assert parses(
+        "dev", lambda c: c["slicePools"][0].update(generation="tpu7x", topology="2x2x2", unlistedCapacity=True)
+    )
 
-    assert parses("dev", edit)
+
+def test_unlisted_capacity_in_a_zone_the_table_lists_is_refused_as_needless() -> None:
+    assert errors("dev", lambda c: c["slicePools"][1].update(unlistedCapacity=True)) == [
+        "tpuray:slicePools[1].unlistedCapacity: true is not needed; Google's TPU table lists v6e in us-east5-b: "
+        "remove it, so that the zone is checked again"
+    ]
+
+
+def test_unlisted_capacity_of_a_fallback_one_cluster_zone_offers_is_refused_as_needless() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["gcp"]["zones"] = ["us-east5-b", "us-east5-a"]
+        c["slicePools"][0]["fallback"] = [{"generation": "v5p", "topology": "2x2x4", "unlistedCapacity": True}]
+
+    assert errors("prod", edit) == [
+        "tpuray:slicePools[0].fallback[0].unlistedCapacity: true is not needed; Google's TPU table lists v5p in "
+        "us-east5-a: remove it, so that the zone is checked again"
+    ]
 
 
 def test_a_generation_the_table_does_not_list_is_not_judged() -> None:
-    cfg = parse_stack_config(copy.deepcopy(STACKS["dev"]), "dev")
-    assert tpu_zones.offered(cfg, "v9z", "us-east5-b") is None
+    assert tpu_zones.offered("v9z", "us-east5-b") is None
 
 
 def test_a_zone_of_a_region_the_snapshot_did_not_read_in_full_is_not_judged() -> None:
-    cfg = parse_stack_config(copy.deepcopy(STACKS["dev"]), "dev")
-    assert tpu_zones.offered(cfg, "v5e", "asia-southeast1-b") is None
-    assert tpu_zones.offered(cfg, "v5e", "us-east5-b") is False
-
-
-def test_tpu_zones_of_an_unknown_generation_are_refused() -> None:
-    assert errors("dev", lambda c: c["gcp"].update(tpuZones={"v6": ["us-east5-b"]})) == [
-        "tpuray:gcp.tpuZones.v6: unknown TPU generation; valid: v4, v5e, v5p, v6e, tpu7x"
-    ]
-
-
-def test_tpu_zones_outside_the_region_are_refused() -> None:
-    assert errors("prod", lambda c: c["gcp"].update(tpuZones={"v5e": ["us-east5-a", "us-central1-a"]})) == [
-        "tpuray:gcp.tpuZones.v5e[1]: 'us-central1-a' is not a zone of region 'us-east5'; the cluster is regional "
-        "in us-east5, e.g. us-east5-a"
-    ]
-
-
-def test_a_zone_listed_twice_in_tpu_zones_is_refused() -> None:
-    assert errors("prod", lambda c: c["gcp"].update(tpuZones={"v5e": ["us-east5-a", "us-east5-b", "us-east5-a"]})) == [
-        "tpuray:gcp.tpuZones.v5e[2]: 'us-east5-a' is listed twice; list each zone once"
-    ]
+    assert tpu_zones.offered("v5e", "asia-southeast1-b") is None
+    assert tpu_zones.offered("v5e", "us-east5-b") is False
 
 
 def test_the_snapshot_age_is_a_note_until_180_days() -> None:
@@ -149,6 +154,6 @@ def test_the_snapshot_age_is_a_note_until_180_days() -> None:
 def test_the_snapshot_age_past_180_days_is_a_warning() -> None:
     assert tpu_zones.age_text(dt.date(2027, 6, 1)) == (
         "tpu zones: https://cloud.google.com/tpu/docs/regions-zones, snapshot 2026-12-02 (181 days old); "
-        "warning: older than 180 days: compare with the page and update tpuray/data/tpu_zones.yaml, or list "
-        "capacity you have in tpuray:gcp.tpuZones"
+        "warning: older than 180 days: compare with the page and update tpuray/data/tpu_zones.yaml (a pool on "
+        "capacity the table does not list sets unlistedCapacity)"
     )

@@ -61,12 +61,6 @@ class GcpConfig(_Model):
     zones: list[str] = Field(
         min_length=1, description="zones of the region with the TPU capacity; the first is the default"
     )
-    tpu_zones: dict[str, list[str]] = Field(
-        default_factory=dict,
-        alias="tpuZones",
-        description="generation -> zones where your project has TPU capacity that Google's table "
-        "(tpuray/data/tpu_zones.yaml) does not list",
-    )
 
 
 class CpuPoolConfig(_Model):
@@ -214,6 +208,12 @@ def price_tiers() -> tuple[str, ...]:
     return tuple(t.price_key for t in sorted(tier_order(), key=lambda t: not t.is_default))
 
 
+UNLISTED_CAPACITY = (
+    "your project has capacity of this generation in the pool's zone that Google's TPU table "
+    "(tpuray/data/tpu_zones.yaml) does not list"
+)
+
+
 class FallbackShape(_Model):
     """A cross-generation fallback appended to a pool's ComputeClass (v6e 4x8, then v5e 4x8)."""
 
@@ -222,6 +222,7 @@ class FallbackShape(_Model):
     capacity: list[CapacityTier] = Field(
         default_factory=lambda: [CapacityTier(onDemand=True)], description="the fallback shape's capacity chain"
     )
+    unlisted_capacity: bool = Field(False, alias="unlistedCapacity", description=UNLISTED_CAPACITY)
 
 
 class SlicePoolConfig(_Model):
@@ -239,6 +240,7 @@ class SlicePoolConfig(_Model):
         default_factory=list, description="other shapes appended to the pool's ComputeClass, in order"
     )
     zone: str | None = Field(None, description="default: the first of tpuray:gcp.zones")
+    unlisted_capacity: bool = Field(False, alias="unlistedCapacity", description=UNLISTED_CAPACITY)
     idle_timeout_minutes: int = Field(
         60,
         alias="idleTimeoutMinutes",

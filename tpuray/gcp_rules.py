@@ -15,7 +15,7 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING
 
-from tpuray import gcp_names, gcp_ranges, maintenance_rules, stack_consistency, tpu_zones
+from tpuray import gcp_names, gcp_ranges, maintenance_rules, stack_consistency
 
 if TYPE_CHECKING:  # tpuray.config imports this module
     from tpuray.config import StackConfig
@@ -177,7 +177,6 @@ def stack_lines(cfg: StackConfig) -> list[str]:
     pool's zone offers its TPU generation is asked of an otherwise valid stack only: tpuray.config.)"""
     return (
         _gcp_lines(cfg)
-        + tpu_zones.override_lines(cfg)
         + _cluster_lines(cfg)
         + gcp_ranges.stack_lines(cfg)
         + maintenance_rules.stack_lines(cfg)

@@ -15,22 +15,19 @@ use, `tpuray:gcp.zones` (node_locations, infra/components/cluster.py), or the po
 it names one: a fallback generation needs one of those zones.
 
 The snapshot judges only what it holds: a generation it does not list (a new row of
-tpuray/catalog.py) and a zone of a region it did not read in full are not refused. A stack with
-capacity the table does not list (a single-tenant or reserved block) adds the zones in
-`tpuray:gcp.tpuZones`, by generation.
+tpuray/catalog.py) and a zone of a region it did not read in full are not refused. A pool (or a
+fallback shape) on capacity the table does not list, a single-tenant or reserved block, says so
+with `unlistedCapacity: true`; where the table does list the zone, the flag is refused as needless.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
-from tpuray import catalog
 
 if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
     from tpuray.config import StackConfig
@@ -39,7 +36,6 @@ NS = "tpuray"
 ZONES_FILE = Path(__file__).resolve().parent / "data" / "tpu_zones.yaml"
 # Google adds TPU zones a few times a year; past this the snapshot's age is a warning.
 STALE_AFTER_DAYS = 180
-OVERRIDE_KEY = f"{NS}:gcp.tpuZones"
 
 
 @cache
@@ -74,75 +70,63 @@ def age_text(today: dt.date | None = None) -> str:
     if days > STALE_AFTER_DAYS:
         text += (
             f"; warning: older than {STALE_AFTER_DAYS} days: compare with the page and update "
-            f"tpuray/data/tpu_zones.yaml, or list capacity you have in {OVERRIDE_KEY}"
+            "tpuray/data/tpu_zones.yaml (a pool on capacity the table does not list sets unlistedCapacity)"
         )
     return text
 
 
-def offered(cfg: StackConfig, generation: str, zone: str) -> bool | None:
-    """True/False: the table (or the stack's tpuZones) does/does not offer the generation in the
-    zone; None: the snapshot cannot tell (a generation it does not list, a region it did not read)."""
-    if zone in cfg.gcp.tpu_zones.get(generation, []):
-        return True
+def offered(generation: str, zone: str) -> bool | None:
+    """True/False: Google's table does/does not offer the generation in the zone; None: the snapshot
+    cannot tell (a generation it does not list, a zone of a region it did not read in full)."""
     listed = listed_zones(generation)
     if listed is None or not covers(zone):
         return None
     return zone in listed
 
 
-def _in_region(cfg: StackConfig, zone: str) -> bool:
-    return re.fullmatch(rf"{re.escape(cfg.gcp.region)}-[a-z]", zone) is not None
-
-
-def _allowed(generation: str) -> str:
+def _line(key: str, generation: str, where: str, flag: str) -> str:
     listed = listed_zones(generation) or ()
-    return f"{generation} zones: {', '.join(listed)}"
-
-
-def _line(key: str, generation: str, where: str, zone: str) -> str:
     return (
         f"{key}: {generation!r} is not offered in {where} by Google's TPU regions and zones table "
-        f"(snapshot {snapshot_date().isoformat()}); {_allowed(generation)}; if your project has {generation} "
-        f"capacity in {zone}, list it in {OVERRIDE_KEY}.{generation}"
+        f"(snapshot {snapshot_date().isoformat()}); {generation} zones: {', '.join(listed)}; if your project has "
+        f"{generation} capacity there, set {flag}: true"
+    )
+
+
+def _listed_line(flag: str, generation: str, zones: list[str]) -> str:
+    return (
+        f"{flag}: true is not needed; Google's TPU table lists {generation} in {', '.join(zones)}: remove it, "
+        "so that the zone is checked again"
     )
 
 
 def zone_lines(cfg: StackConfig) -> list[str]:
-    """One line per pool or fallback shape in zones that do not offer its generation. Run on an
-    otherwise valid stack (tpuray.config): the pools' shapes and zones are known to be valid."""
+    """One line per pool or fallback shape in zones that do not offer its generation, and per
+    unlistedCapacity the table makes needless. Run on an otherwise valid stack (tpuray.config):
+    the pools' shapes and zones are known to be valid then."""
     lines = []
     for i, pool in enumerate(cfg.slice_pools):
         key = f"{NS}:slicePools[{i}]"
         zone = pool.zone or cfg.gcp.zones[0]
-        where = f"zone {zone!r} ({key}.zone)" if pool.zone else f"zone {zone!r} (the pool's zone, {NS}:gcp.zones[0])"
-        if offered(cfg, pool.generation, zone) is False:
-            lines.append(_line(f"{key}.generation", pool.generation, where, zone))
+        verdict = offered(pool.generation, zone)
+        if pool.unlisted_capacity and verdict is True:
+            lines.append(_listed_line(f"{key}.unlistedCapacity", pool.generation, [zone]))
+        elif verdict is False and not pool.unlisted_capacity:
+            where = (
+                f"zone {zone!r} ({key}.zone)" if pool.zone else f"zone {zone!r} (the pool's zone, {NS}:gcp.zones[0])"
+            )
+            lines.append(_line(f"{key}.generation", pool.generation, where, f"{key}.unlistedCapacity"))
         zones = [pool.zone] if pool.zone else cfg.gcp.zones
         for j, fb in enumerate(pool.fallback):
-            verdicts = [offered(cfg, fb.generation, z) for z in zones]
-            if all(v is False for v in verdicts):
+            fkey = f"{key}.fallback[{j}]"
+            verdicts = [offered(fb.generation, z) for z in zones]
+            if fb.unlisted_capacity and any(v is True for v in verdicts):
+                listed = [z for z, v in zip(zones, verdicts, strict=True) if v is True]
+                lines.append(_listed_line(f"{fkey}.unlistedCapacity", fb.generation, listed))
+            elif all(v is False for v in verdicts) and not fb.unlisted_capacity:
                 shown = f"{zones[0]!r}" if len(zones) == 1 else f"any of {', '.join(zones)}"
                 source = f"{key}.zone" if pool.zone else f"{NS}:gcp.zones"
-                lines.append(_line(f"{key}.fallback[{j}].generation", fb.generation, f"{shown} ({source})", zones[0]))
-    return lines
-
-
-def override_lines(cfg: StackConfig) -> list[str]:
-    """tpuray:gcp.tpuZones: generations of the catalog, zones of the region, each zone once."""
-    lines = []
-    for generation, zones in cfg.gcp.tpu_zones.items():
-        key = f"{OVERRIDE_KEY}.{generation}"
-        if generation not in catalog.GENERATIONS:
-            lines.append(f"{key}: unknown TPU generation; valid: {', '.join(catalog.GENERATIONS)}")
-            continue
-        seen: set[str] = set()
-        for k, zone in enumerate(zones):
-            if zone in seen:
-                lines.append(f"{key}[{k}]: {zone!r} is listed twice; list each zone once")
-            elif not _in_region(cfg, zone):
                 lines.append(
-                    f"{key}[{k}]: {zone!r} is not a zone of region {cfg.gcp.region!r}; the cluster is regional "
-                    f"in {cfg.gcp.region}, e.g. {cfg.gcp.region}-a"
+                    _line(f"{fkey}.generation", fb.generation, f"{shown} ({source})", f"{fkey}.unlistedCapacity")
                 )
-            seen.add(zone)
     return lines
