@@ -242,3 +242,18 @@ def test_a_secondary_range_name_compute_engine_refuses_is_refused() -> None:
         "tpuray:cluster.podsRangeName: 'Pods_Range' is invalid; secondary range names are Compute Engine names "
         "(RFC 1035: 1-63 lowercase letters, digits or hyphens, starting with a letter)"
     ]
+
+
+def test_an_iap_oauth_secret_name_kubernetes_refuses_is_refused() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        gateway = serve(c)["gateway"]
+        gateway.pop("proxyOnlySubnetCidr")
+        gateway.update(
+            className="gke-l7-global-external-managed",
+            iap={"clientId": "1234-abc.apps.googleusercontent.com", "oauthSecretName": "IAP_OAuth"},
+        )
+
+    assert errors("prod", edit) == [
+        "tpuray:workloads.serve.gateway.iap.oauthSecretName: 'IAP_OAuth' is invalid; Kubernetes Secret names are "
+        "lowercase DNS subdomains of at most 253 characters (letters, digits, - and .)"
+    ]

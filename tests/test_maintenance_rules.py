@@ -180,3 +180,27 @@ def test_more_than_20_exclusions_are_refused() -> None:
     assert errors("prod", exclusions(*releases)) == [
         "tpuray:cluster.maintenance.exclusions: 21 exclusions is more than GKE's 20"
     ]
+
+
+def test_a_window_on_a_day_that_never_comes_allows_no_maintenance() -> None:
+    assert errors("prod", window(recurrence="FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30")) == [
+        "tpuray:cluster.maintenance.window: FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30 from 04:00 to 12:00 UTC allows 0 "
+        f"hours in the 32 days from 2026-01-03T04:00Z; {AVAILABILITY}: make the window longer or more frequent"
+    ]
+
+
+def test_a_no_upgrades_exclusion_over_30_days_gets_only_its_length_line() -> None:
+    long = {
+        "name": "summer-freeze",
+        "start": "2026-06-01T00:00:00Z",
+        "end": "2026-07-16T00:00:00Z",
+        "scope": "NO_UPGRADES",
+    }
+    assert errors("prod", exclusions(long)) == [
+        "tpuray:cluster.maintenance.exclusions[1]: a NO_UPGRADES exclusion of 45 days is longer than GKE's 30; use "
+        "scope NO_MINOR_OR_NODE_UPGRADES for longer runs"
+    ]
+
+
+def test_a_cluster_without_a_maintenance_policy_has_no_maintenance_rule_to_break() -> None:
+    assert maintenance_rules.maintenance_lines("tpuray:cluster", None) == []

@@ -189,3 +189,16 @@ def test_a_hung_gang_floor_at_the_jobs_deadline_is_refused() -> None:
         "tpuray:observability.hungGang.floorSeconds: 7200 is not below the train job's activeDeadlineSeconds (7200): "
         "the job is stopped before a hung gang can be reported; use a smaller floor"
     ]
+
+
+def test_an_admin_cidr_that_is_not_a_network_is_refused_once_not_as_a_repeat() -> None:
+    assert errors("prod", lambda c: c["workloads"].update(adminCidrs=["10.128.0.1/16", "10.128.0.0/16"])) == [
+        "tpuray:workloads.adminCidrs[0]: '10.128.0.1/16' is not a CIDR block (10.128.0.1/16 has host bits set); "
+        "e.g. 10.128.0.0/16"
+    ]
+
+
+def test_a_stack_without_a_maintenance_policy_has_no_exclusion_to_repeat() -> None:
+    raw = copy.deepcopy(STACKS["dev"])
+    del raw["cluster"]["maintenance"]
+    assert parse_stack_config(raw, "dev").cluster.maintenance is None
