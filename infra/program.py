@@ -36,6 +36,14 @@ def read_pulumi_config() -> dict[str, Any]:
 def build(cfg: StackConfig) -> None:
     gcp_provider = gcp.Provider("gcp", project=cfg.gcp.project, region=cfg.gcp.region)
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider})
+    # The channel picks the cluster's version; refuse the stack, before anything is declared,
+    # when it would create the cluster below a floor of a feature the stack uses (gke_versions).
+    engine = gcp.container.get_engine_versions(
+        location=cfg.gcp.region, project=cfg.gcp.project, opts=pulumi.InvokeOptions(provider=gcp_provider)
+    )
+    version_problems = gke_versions.channel_lines(cfg, engine.release_channel_default_version or {})
+    if version_problems:
+        raise pulumi.RunError("the release channel's GKE version:\n" + "\n".join(version_problems))
 
     cluster = GkeCluster(
         "gke",
@@ -43,7 +51,7 @@ def build(cfg: StackConfig) -> None:
             gcp=cfg.gcp,
             cluster=cfg.cluster,
             stack=cfg.stack,
-            min_master_version=gke_versions.effective_min_version(cfg),
+            min_master_version=cfg.cluster.min_master_version,
             secret_manager=llm_stack.hf_token_version(cfg) is not None,
         ),
         opts,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import mocked
-from tpuray.config import stacks_dir
+from tpuray import gke_versions
+from tpuray.config import ConfigError, stacks_dir
 from tpuray.mockrun import StackRun, run_stack
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -82,26 +85,54 @@ def test_kubernetes_provider_kubeconfig_points_at_the_dns_endpoint_with_the_gclo
     assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
 
 
-def test_cluster_is_pinned_to_the_floor_of_the_gke_features_it_uses():
-    cluster = one(mocked("dev"), CLUSTER, "gke").inputs
-    # ComputeClass nodePoolAutoCreation without cluster-level NAP needs 1.33.3-gke.1136000.
-    assert cluster["minMasterVersion"] == "1.33.3-gke.1136000"
+def test_the_release_channel_picks_the_cluster_version_when_the_stack_pins_none():
+    # min_master_version would be sent as initialClusterVersion, and one old patch soon stops
+    # being creatable in a channel (terraform-provider-google resource_container_cluster.go).
+    for stack in ("dev", "staging", "prod"):
+        assert "minMasterVersion" not in one(mocked(stack), CLUSTER, "gke").inputs
 
 
-def test_tpu7x_raises_the_floor_to_ironwoods_first_gke_version(tmp_path):
+def test_a_version_the_stack_pins_is_sent_as_it_is(tmp_path):
+    def pinned(c: dict) -> None:
+        c["tpuray:cluster"]["minMasterVersion"] = "1.35.8-gke.1036000"
+
+    assert one(stack_with(tmp_path, "dev", pinned), CLUSTER, "gke").inputs["minMasterVersion"] == "1.35.8-gke.1036000"
+
+
+# The Regular channel's default in GKE's release notes of January 2026 ("Default patch version for
+# cluster creation": Rapid 1.35.0-gke.1624000, Regular 1.33.5-gke.2100000, Stable 1.33.5-gke.2019000).
+JANUARY_2026 = gke_versions.ChannelDefaults(
+    {"RAPID": "1.35.0-gke.1624000", "REGULAR": "1.33.5-gke.2100000", "STABLE": "1.33.5-gke.2019000"},
+    dt.date(2026, 1, 15),
+    "https://cloud.google.com/kubernetes-engine/docs/release-notes",
+)
+
+
+def test_a_channel_that_would_create_the_cluster_below_a_feature_floor_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(gke_versions, "channel_defaults_snapshot", lambda: JANUARY_2026)
+
     def ironwood(c: dict) -> None:
         # Google's TPU table has TPU7x in us-central1-c only: capacity the dev project holds in us-east5-b.
         c["tpuray:slicePools"][0].update(generation="tpu7x", topology="2x2x2", unlistedCapacity=True)
+        c["tpuray:cluster"]["releaseChannel"] = "REGULAR"
 
-    cluster = one(stack_with(tmp_path, "dev", ironwood), CLUSTER, "gke").inputs
-    assert cluster["minMasterVersion"] == "1.34.0-gke.2201000"
+    with pytest.raises(ConfigError) as info:
+        stack_with(tmp_path, "dev", ironwood)
+    assert info.value.lines == [
+        "tpuray:cluster.releaseChannel: 'REGULAR' creates clusters at GKE 1.33.5-gke.2100000 in us-east5, below "
+        "1.34.0-gke.2201000, the first version with TPU7x (Ironwood); use RAPID, or pin "
+        "tpuray:cluster.minMasterVersion (sent as the initial version)"
+    ]
+
+
+def test_every_committed_stacks_channel_creates_it_above_its_floors_in_the_snapshot():
+    snapshot = gke_versions.channel_defaults_snapshot()
+    assert (snapshot.versions["REGULAR"], snapshot.versions["STABLE"]) == ("1.35.8-gke.1036000", "1.34.6-gke.1307000")
+    for stack in ("dev", "staging", "prod"):
+        assert gke_versions.channel_lines(mocked(stack).config, snapshot.versions) == []
 
 
 def test_min_master_version_below_a_feature_floor_is_refused(tmp_path):
-    import pytest
-
-    from tpuray.config import ConfigError
-
     def too_old(c: dict) -> None:
         c["tpuray:cluster"]["minMasterVersion"] = "1.32.1-gke.1000"
 

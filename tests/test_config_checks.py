@@ -54,6 +54,9 @@ CASES: list[tuple[str, Edit, str]] = [
      "tpuray:slicePools[0].capacity[1]: unknown key (value 'spot'); check the spelling in docs/configuration.md"),
     ("price of a generation key with brackets", lambda c: c.update(prices={"v6e[eu]": {"spot": "cheap"}}),
      "tpuray:prices.v6e[eu].spot: 'cheap' is invalid; input should be a valid number, unable to parse string as a number"),
+    # Pydantic's lax mode would read `slices: true` as one slice.
+    ("a boolean where a number goes", lambda c: pool(c).update(slices=True),
+     "tpuray:slicePools[0].slices: true is invalid; input should be a number, not true or false"),
     ("required key missing", lambda c: c["gcp"].pop("project"),
      "tpuray:gcp.project: missing; this key is required"),
     ("reservation without a name", tiers({"reservation": {}}),

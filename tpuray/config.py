@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from ray_apps import contracts
 from tpuray import capacity, catalog, gcp_rules, gke_versions, tpu_zones
@@ -51,6 +53,21 @@ _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 class _Model(BaseModel):
     # Unknown keys are typos more often than not: reject them by name.
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """Pydantic's lax mode reads `slices: true` as 1 slice: a number is never a boolean here.
+        Numbers written as strings stay valid (`pulumi config set --path` stores "2")."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _is_number(field.annotation):
+            raise PydanticCustomError("number_not_boolean", "input should be a number, not true or false")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return any(kind in (int, float) for kind in kinds)
 
 
 class GcpConfig(_Model):
@@ -127,7 +144,10 @@ class ClusterConfig(_Model):
     )
     # Optional floor on the control plane's GKE version (e.g. 1.34.0-gke.2201000).
     min_master_version: str | None = Field(
-        None, alias="minMasterVersion", description="a floor on the control plane's GKE version"
+        None,
+        alias="minMasterVersion",
+        description="a GKE version to create the cluster at (sent as its initial version); unset: the release "
+        "channel's default",
     )
     # Hardening (tpuray/security_config.py, docs/security.md).
     binary_authorization: BinaryAuthorizationConfig | None = Field(
@@ -905,7 +925,9 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         raise ConfigError([f"stack file {str(path)!r}: not valid YAML{yaml_problem(err)}"]) from None
     if not isinstance(doc, dict):
-        raise ConfigError([f"stack file {str(path)!r}: must be a mapping with a 'config' key, not {type(doc).__name__}"])
+        raise ConfigError(
+            [f"stack file {str(path)!r}: must be a mapping with a 'config' key, not {type(doc).__name__}"]
+        )
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError([f"stack file {str(path)!r}: 'config' must be a mapping"])

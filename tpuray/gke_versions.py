@@ -1,12 +1,18 @@
-"""GKE version floors of the features this stack uses, kept as data beside the catalog.
+"""GKE version floors of the features this stack uses, kept as data beside the catalog, and
+the check that the cluster's release channel creates it at a version with all of them.
 
-A stack may only get GKE versions that have every feature it declares. The release
-channel alone does not guarantee that: a channel keeps offering a minor version for
-months after newer ones arrive (GKE supports a minor version for up to 24 months,
-https://cloud.google.com/kubernetes-engine/versioning), so a cluster created or kept on
-an older patch would lack the feature. So the cluster's `min_master_version` is always set:
-to `tpuray:cluster.minMasterVersion` when the stack gives one (and config refuses one below
-the highest floor of the features it uses), else to that highest floor.
+A stack may only get GKE versions that have every feature it declares. The cluster's version
+is the release channel's to choose: the program does not send a version unless the stack pins
+one (`tpuray:cluster.minMasterVersion`). The provider sends `min_master_version` as the API's
+`initialClusterVersion` on create (`InitialClusterVersion: d.Get("min_master_version")` in
+terraform-provider-google's `resource_container_cluster.go`, which pulumi-gcp wraps), and one
+old patch soon stops being creatable in a channel: a floor sent as the version would fail
+`pulumi up` on a new cluster months later. So the floors are checks. `channel_lines` compares
+the channel's default version for cluster creation (`gcp.container.get_engine_versions`, i.e.
+getServerConfig's `channels[].defaultVersion`, under `pulumi up`; the dated snapshot in
+tpuray/data/gke_channel_defaults.yaml offline) with the highest floor, and the program refuses
+the stack before declaring anything when the channel would create it below. Upgrades only go
+up from there, so a cluster the check lets through never runs below a floor.
 
 `verified` says whether the floor was read in the cited source here (every floor is now; a
 new lead without a source is added with verified=False and docs/configuration.md says so).
@@ -14,9 +20,15 @@ new lead without a source is added with verified=False and docs/configuration.md
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import yaml
 
 from tpuray import catalog
 
@@ -102,16 +114,53 @@ def required_version(cfg: StackConfig) -> tuple[str, str]:
     return FLOORS[feature].version, feature
 
 
-def effective_min_version(cfg: StackConfig) -> str:
-    """The cluster's min_master_version: the stack's own, else the floor of the features it uses."""
-    return cfg.cluster.min_master_version or required_version(cfg)[0]
+CHANNEL_DEFAULTS = Path(__file__).resolve().parent / "data" / "gke_channel_defaults.yaml"
+
+
+@dataclass(frozen=True)
+class ChannelDefaults:
+    """Each release channel's default version for cluster creation, as of `retrieved`."""
+
+    versions: dict[str, str]
+    retrieved: date
+    source: str
+
+
+@functools.cache
+def channel_defaults_snapshot() -> ChannelDefaults:
+    """The dated snapshot offline previews answer getEngineVersions with (tpuray/mockrun.py)."""
+    doc = yaml.safe_load(CHANNEL_DEFAULTS.read_text())
+    versions = {channel: entry["version"] for channel, entry in doc["channels"].items()}
+    return ChannelDefaults(versions, doc["retrieved"], doc["source"])
+
+
+def channel_lines(cfg: StackConfig, defaults: Mapping[str, str]) -> list[str]:
+    """The release channel must create the cluster at a version with every feature the stack
+    uses; `defaults` maps each channel to its default version for cluster creation. A stack that
+    pins `minMasterVersion` chose its version itself (`version_lines` checks it)."""
+    if cfg.cluster.min_master_version is not None:
+        return []
+    key, channel = "tpuray:cluster.releaseChannel", cfg.cluster.release_channel
+    needed, feature = required_version(cfg)
+    floor = parse(needed) or (0, 0, 0, 0)
+    default = defaults.get(channel)
+    if default is None:
+        return [f"{key}: GKE names no default version for the {channel} channel in {cfg.gcp.region}"]
+    if (parse(default) or (0, 0, 0, 0)) >= floor:
+        return []
+    fit = sorted(c for c, v in defaults.items() if c in ("RAPID", "REGULAR", "STABLE") and (parse(v) or (0,)) >= floor)
+    instead = f"use {' or '.join(fit)}" if fit else "no channel does yet"
+    return [
+        f"{key}: {channel!r} creates clusters at GKE {default} in {cfg.gcp.region}, below {needed}, the first "
+        f"version with {feature}; {instead}, or pin tpuray:cluster.minMasterVersion (sent as the initial version)"
+    ]
 
 
 def version_lines(cfg: StackConfig) -> list[str]:
     key = "tpuray:cluster.minMasterVersion"
     pinned = cfg.cluster.min_master_version
     if pinned is None:
-        return []  # the program pins the floor itself (effective_min_version)
+        return []  # the channel picks the version; channel_lines checks it
     needed, feature = required_version(cfg)
     parsed = parse(pinned)
     if parsed is None:

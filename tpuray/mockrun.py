@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
 
+from tpuray import gke_versions
 from tpuray.config import ConfigError, StackConfig, load_stack, pulumi_config_map, read_stack_file, resolve_stack_file
 from tpuray.strict import check_inputs
 
@@ -126,6 +127,10 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         # VPC and reservations from Terraform previews with the real values.
         if args.token == "terraform:state:getLocalReference":
             return {"outputs": _tfstate_outputs(Path(args.args["path"]).read_text())}
+        if args.token == "gcp:container/getEngineVersions:getEngineVersions":
+            # Stand-in: the dated snapshot of each channel's default version for cluster creation
+            # (tpuray/data/gke_channel_defaults.yaml); `pulumi up` asks getServerConfig itself.
+            return {"releaseChannelDefaultVersion": gke_versions.channel_defaults_snapshot().versions}
         if args.token == "gcp:storage/getBucketObjectContent:getBucketObjectContent":
             mirror = os.environ.get(GCS_MIRROR_ENV)
             path = Path(mirror, args.args["bucket"], args.args["name"]) if mirror else None

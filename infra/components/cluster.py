@@ -43,7 +43,8 @@ def node_hardening(service_account: pulumi.Input[str]) -> dict:
 class GkeClusterArgs:
     gcp: GcpConfig
     cluster: ClusterConfig
-    # tpuray.gke_versions.effective_min_version: never below a floor of a feature the stack uses.
+    # Only a version the stack pins (tpuray:cluster.minMasterVersion): the provider sends it as the
+    # cluster's initial version, so by default the release channel chooses (tpuray.gke_versions).
     min_master_version: str | None = None
     stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
     # The GKE Secret Manager add-on: on when the serve workload reads a Hugging Face token (hf_secret.py).
@@ -91,7 +92,8 @@ class GkeCluster(pulumi.ComponentResource):
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=_ip_allocation_policy(cfg),
             release_channel={"channel": cfg.release_channel},
-            # The floor of the GKE features the stack uses (tpuray.gke_versions, checked by config).
+            # None unless pinned: the channel's default version, checked against the floors of
+            # the features the stack uses before anything is declared (infra/program.py).
             min_master_version=args.min_master_version,
             # The default pool would run with the default compute SA: remove it.
             remove_default_node_pool=True,
