@@ -51,11 +51,91 @@ def test_a_misspelled_pulumi_actions_input_fails_actionlint(tmp_path: Path) -> N
     assert 'input "policyPack" is not defined in action "pulumi/actions' in out.stdout
 
 
-def test_ci_runs_make_test_on_pull_requests_and_pushes() -> None:
-    doc = _load("ci.yml")
-    assert {"pull_request", "push"} <= set(_on(doc))
-    runs = [s.get("run", "") for s in doc["jobs"]["test"]["steps"]]
-    assert any("make test" in r for r in runs)
+def test_ci_runs_on_pull_requests_and_pushes() -> None:
+    assert {"pull_request", "push"} <= set(_on(_load("ci.yml")))
+
+
+def _commands(script: str) -> list[str]:
+    """The script's command lines: no comments, no blank lines."""
+    return [line.strip() for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_ci_test_job_runs_the_ci_entry_point_and_no_command_of_its_own() -> None:
+    # The test job once ran `make test` itself: no promtool, no cluster tools, so under
+    # GitHub's CI=true the alert-rule and control-plane tests failed on every run.
+    steps = _load("ci.yml")["jobs"]["test"]["steps"]
+    (script,) = [s["run"] for s in steps if "run" in s]
+    assert _commands(script) == [
+        'if [ -d shared ]; then export TPURAY_SHARED="$PWD/shared"; fi',
+        "bash .ci/run",
+    ]
+
+
+def test_the_ci_entry_point_installs_promtool_builds_the_cluster_tools_then_runs_make_test() -> None:
+    commands = _commands((REPO / ".ci" / "run").read_text())
+    assert [c for c in commands if c.startswith(("make ", "as_root "))] == [
+        "as_root apt-get update -qq",
+        "as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus",
+        "make cluster-tools",
+        "make test",
+    ]
+    assert commands[-1] == "make test"
+
+
+def test_the_ci_test_job_sets_up_the_tools_the_entry_point_expects_on_the_path() -> None:
+    steps = _load("ci.yml")["jobs"]["test"]["steps"]
+    uses = {str(s["uses"]).split("@")[0]: s.get("with", {}) for s in steps if "uses" in s}
+    assert uses["actions/setup-go"]["go-version-file"] == "tools/cluster/go.mod"  # make cluster-tools
+    assert uses["hashicorp/setup-terraform"]["terraform_version"] == "1.11.4"  # terraform fmt -check
+    assert uses["actions/cache"]["path"] == ".cluster-tools"
+
+
+def test_the_ci_test_job_has_time_for_a_clean_run_of_the_entry_point() -> None:
+    # 843 to 972 s measured for a clean-clone CI=true .ci/run, plus a first Go build (docs/testing.md).
+    assert _load("ci.yml")["jobs"]["test"]["timeout-minutes"] == 60
+
+
+def _run_entry_point(tmp_path: Path, uid: int) -> list[str]:
+    """.ci/run with stand-ins for id, sudo, apt-get and make that log their arguments; no promtool."""
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    for tool in ("dirname", "env"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    stubs = {
+        "id": f"echo {uid}",
+        "sudo": f'echo "sudo $*" >> {log}',
+        "apt-get": f'echo "apt-get $*" >> {log}',
+        "make": f'echo "make $*" >> {log}',
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    out = subprocess.run(
+        ["/bin/bash", str(tmp_path / ".ci" / "run")], env={"PATH": str(bin_dir)}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return log.read_text().splitlines()
+
+
+def test_the_ci_entry_point_installs_promtool_through_sudo_on_an_unprivileged_runner(tmp_path: Path) -> None:
+    assert _run_entry_point(tmp_path, uid=1001) == [
+        "sudo apt-get update -qq",
+        "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus",
+        "make cluster-tools",
+        "make test",
+    ]
+
+
+def test_the_ci_entry_point_installs_promtool_without_sudo_as_root(tmp_path: Path) -> None:
+    assert _run_entry_point(tmp_path, uid=0) == [
+        "apt-get update -qq",
+        "apt-get install -y -qq --no-install-recommends prometheus",
+        "make cluster-tools",
+        "make test",
+    ]
 
 
 def test_pulumi_runs_with_the_policy_pack_and_workload_identity_not_keys() -> None:
