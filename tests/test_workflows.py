@@ -3,12 +3,15 @@ and knows the inputs of pulumi/actions), plus the properties the issue asks of t
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import hcl2
 import pytest
 import yaml
 
@@ -187,3 +190,113 @@ def test_an_up_builds_and_pushes_images_and_uploads_the_bundle_before_pulumi_wit
     assert script.index("tpuray images") < script.index("docker buildx build --push") < script.index("tpuray bundle")
     assert "gcloud storage cp --no-clobber" in script
     assert pulumi["with"]["config-map"] == "${{ steps.artifacts.outputs.config-map }}"
+
+
+# A rerun of a deploy (same commit, run_attempt 2) once rebuilt every image and pushed it
+# under the commit's tag: the repository's tags are immutable, so the push was refused.
+SHA = "5f1c0e9a7b3d2c4e6f8a0b1c2d3e4f5a6b7c8d9e"
+PUSHED = "sha256:" + "a" * 64
+BUILT = "sha256:" + "b" * 64
+PLAN = {
+    "repository": "us-east5-docker.pkg.dev/acme-ml-dev/tpuray",
+    "images": [
+        {
+            "name": "ray-tpu",
+            "context": "images/ray-tpu",
+            "target": "us-east5-docker.pkg.dev/acme-ml-dev/tpuray/ray-tpu",
+            "build_args": {"RAY_VERSION": "2.60.0", "PYTHON_TAG": "py312"},
+        }
+    ],
+}
+BUNDLE = {
+    "path": "dist/tpuray-apps-0123456789abcdef.zip",
+    "uri": "gs://acme-ml-dev-ray/bundles/tpuray-apps-0123456789abcdef.zip",
+}
+# What the registry answers `docker buildx imagetools inspect` with.
+TAG_EXISTS = f'echo \'{{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": "{PUSHED}", "size": 856}}\''
+TAG_MISSING = 'echo "ERROR: $3: not found" >&2; exit 1'
+DENIED = "echo 'ERROR: failed to authorize: 403 Forbidden' >&2; exit 1"
+
+
+def _artifacts_script() -> str:
+    steps = _load("pulumi.yml")["jobs"]["pulumi"]["steps"]
+    (step,) = [s for s in steps if s.get("id") == "artifacts"]
+    return step["run"]
+
+
+def _run_artifacts(tmp_path: Path, inspect: str) -> tuple[subprocess.CompletedProcess[str], list[str], str]:
+    """The `artifacts` step under bash with stand-ins for tpuray, gcloud and docker (jq is real)."""
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log, output = tmp_path / "calls.log", tmp_path / "github_output"
+    stubs = {
+        tmp_path / ".venv" / "bin" / "tpuray": f"""echo "tpuray $*" >> {log}
+case "$1" in images) echo '{json.dumps(PLAN)}';; bundle) echo '{json.dumps(BUNDLE)}';; esac""",
+        bin_dir / "gcloud": f'echo "gcloud $*" >> {log}',
+        bin_dir / "docker": f"""echo "docker $*" >> {log}
+if [ "$2" = imagetools ]; then {inspect}; fi
+if [ "$2" = build ]; then
+  while [ $# -gt 0 ]; do [ "$1" = --metadata-file ] && echo '{{"containerimage.digest": "{BUILT}"}}' > "$2"; shift; done
+fi""",
+    }
+    for path, body in stubs.items():
+        path.write_text(f"#!/bin/bash\n{body}\n")
+        path.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "STACK": "dev",
+        "GITHUB_SHA": SHA,
+        "GITHUB_OUTPUT": str(output),
+    }
+    out = subprocess.run(["bash", "-c", _artifacts_script()], cwd=tmp_path, env=env, capture_output=True, text=True)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return out, calls, output.read_text() if output.exists() else ""
+
+
+def _deployed_digests(github_output: str) -> dict[str, str]:
+    (line,) = [line for line in github_output.splitlines() if line.startswith("config-map=")]
+    config_map = json.loads(line.removeprefix("config-map="))
+    return json.loads(config_map["tpuray:images"]["value"])["digests"]
+
+
+def test_a_first_deploy_of_a_commit_builds_and_pushes_its_images_under_the_commit_tag(tmp_path: Path) -> None:
+    out, calls, github_output = _run_artifacts(tmp_path, TAG_MISSING)
+    assert out.returncode == 0, out.stderr
+    (build,) = [c for c in calls if c.startswith("docker buildx build")]
+    assert build == (
+        "docker buildx build --push --build-arg=RAY_VERSION=2.60.0 --build-arg=PYTHON_TAG=py312 "
+        f"--tag us-east5-docker.pkg.dev/acme-ml-dev/tpuray/ray-tpu:{SHA} --metadata-file image-ray-tpu.json images/ray-tpu"
+    )
+    assert _deployed_digests(github_output) == {"ray-tpu": BUILT}
+
+
+def test_a_rerun_of_a_deploy_pushes_nothing_and_deploys_the_digest_its_tag_already_names(tmp_path: Path) -> None:
+    out, calls, github_output = _run_artifacts(tmp_path, TAG_EXISTS)
+    assert out.returncode == 0, out.stderr
+    assert [c for c in calls if c.startswith("docker")] == [
+        f"docker buildx imagetools inspect us-east5-docker.pkg.dev/acme-ml-dev/tpuray/ray-tpu:{SHA} --format {{{{json .Manifest}}}}"
+    ]
+    assert (
+        f"us-east5-docker.pkg.dev/acme-ml-dev/tpuray/ray-tpu:{SHA} is in the registry already ({PUSHED}): not rebuilt"
+        in out.stdout
+    )
+    assert _deployed_digests(github_output) == {"ray-tpu": PUSHED}
+
+
+def test_a_registry_error_other_than_a_missing_tag_stops_the_deploy_before_any_build(tmp_path: Path) -> None:
+    out, calls, github_output = _run_artifacts(tmp_path, DENIED)
+    assert out.returncode == 1
+    assert "ERROR: failed to authorize: 403 Forbidden" in out.stderr
+    assert not [c for c in calls if c.startswith(("docker buildx build", "gcloud storage"))]
+    assert github_output == ""
+
+
+def test_the_image_repository_refuses_to_move_a_tag_which_is_why_a_rerun_reuses_it() -> None:
+    folder = REPO / "terraform" / "modules" / "registry"
+    variables = hcl2.load((folder / "variables.tf").open())["variable"]
+    (immutable,) = [v["immutable_tags"] for v in variables if "immutable_tags" in v]
+    assert immutable["default"] == [True]
+    (images,) = [r["google_artifact_registry_repository"]["images"] for r in hcl2.load((folder / "main.tf").open())["resource"]
+                 if "images" in r.get("google_artifact_registry_repository", {})]  # fmt: skip
+    assert images["docker_config"] == [{"immutable_tags": ["${var.immutable_tags}"]}]
