@@ -200,3 +200,34 @@ def test_preview_json_carries_the_cost(capsys: pytest.CaptureFixture[str]) -> No
     assert doc["cost"]["range"]["high"]["hourly"] == pytest.approx(105.60)
     assert doc["cost"]["range"]["high"]["exact"] is True
     assert doc["cost"]["prices"]["snapshotDate"] == "2024-12-20"
+
+
+def test_a_finished_training_run_releases_its_slices_after_a_minute_by_default() -> None:
+    # With ttlSecondsAfterFinished 3600 a finished prod run held 2 v6e 4x4 slices an hour longer.
+    assert load_stack("prod").workloads.train.ttl_seconds_after_finished == 60
+
+
+def test_the_cost_preview_prices_the_wait_of_a_finished_run_on_its_first_tier() -> None:
+    # prod: 2 slices of v6e 4x4 (16 chips each) on the reservation, priced at $1.89/chip-h by the stack.
+    wait = cost.stack_cost(load_stack("prod")).finished_job_wait
+    assert (wait.pool, wait.chips, wait.seconds, wait.price.value) == ("v6e-train", 32, 60, 1.89)
+    assert wait.per_run == pytest.approx(1.008)
+    assert wait.text() == (
+        "a finished training run keeps its 32 chips on v6e-train for 60 s until KubeRay deletes its cluster "
+        "(ttlSecondsAfterFinished): $1.01 per run"
+    )
+
+
+def test_a_stack_without_a_training_job_has_no_finished_run_to_price() -> None:
+    raw = read_stack_file(resolve_stack_file("prod")[1])
+    del raw["workloads"]["train"]
+    assert cost.stack_cost(parse_stack_config(raw, "prod")).finished_job_wait is None
+
+
+def test_an_unpublished_spot_price_prices_the_wait_as_a_lower_bound() -> None:
+    # dev: one v6e 4x4 slice (16 chips) on spot, unpublished; at least 9 % of on-demand $2.70.
+    wait = cost.stack_cost(load_stack("dev")).finished_job_wait
+    assert wait.text() == (
+        "a finished training run keeps its 16 chips on v6e-dev for 60 s until KubeRay deletes its cluster "
+        "(ttlSecondsAfterFinished): at least $0.06 per run"
+    )

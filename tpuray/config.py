@@ -313,8 +313,15 @@ class TrainWorkload(_Model):
         4 * 3600, alias="activeDeadlineSeconds", ge=60, description="the RayJob stops after this long"
     )
     backoff_limit: int = Field(2, alias="backoffLimit", ge=0, description="RayJob retries of a failed submission")
+    # KubeRay deletes a finished job's RayCluster this long after the job ends (with
+    # shutdownAfterJobFinishes); until then its TPU workers hold every chip of their slices. A
+    # minute lets the dashboard show the end; the logs outlive the cluster in Cloud Logging
+    # (the add-on's ray_cluster_logging_config). The cost preview prices the wait.
     ttl_seconds_after_finished: int = Field(
-        3600, alias="ttlSecondsAfterFinished", ge=0, description="a finished job's cluster is deleted after this"
+        60,
+        alias="ttlSecondsAfterFinished",
+        ge=0,
+        description="a finished job's cluster, and the slices it holds, is deleted after this",
     )
 
 

@@ -164,10 +164,41 @@ def _sum(parts: list[tuple[str, float | None]]) -> Total:
     )
 
 
+@dataclass(frozen=True)
+class FinishedJobWait:
+    """What the training job's slices cost between the job's end and KubeRay deleting its
+    cluster (`ttlSecondsAfterFinished`): every chip of the run's slices, at the first tier's price."""
+
+    pool: str
+    chips: int
+    seconds: int
+    price: Price
+
+    @property
+    def per_run(self) -> float | None:
+        return None if self.price.value is None else self.chips * self.price.value * self.seconds / 3600
+
+    def text(self) -> str:
+        if self.per_run is not None:
+            cost = f"${self.per_run:,.2f}"
+        elif self.price.floor:  # an unpublished price a published rule bounds (spot, reservation)
+            cost = f"at least ${self.chips * self.price.floor * self.seconds / 3600:,.2f}"
+        else:
+            cost = "unknown"
+        return (
+            f"a finished training run keeps its {self.chips} chips on {self.pool} for {self.seconds} s until KubeRay "
+            f"deletes its cluster (ttlSecondsAfterFinished): {cost} per run"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"pool": self.pool, "chips": self.chips, "seconds": self.seconds, "perRun": self.per_run}
+
+
 @dataclass
 class StackCost:
     stack: str
     lines: list[CostLine] = field(default_factory=list)
+    finished_job_wait: FinishedJobWait | None = None
 
     def configured(self) -> list[CostLine]:
         return [line for line in self.lines if line.role == "configured"]
@@ -210,6 +241,7 @@ class StackCost:
                 "ageDays": pricebook.snapshot_age_days(),
             },
             "notIncluded": list(NOT_INCLUDED),
+            "finishedJobWait": self.finished_job_wait.as_json() if self.finished_job_wait else None,
         }
 
 
@@ -274,6 +306,15 @@ def stack_cost(cfg: StackConfig) -> StackCost:
     cost = StackCost(stack=cfg.stack)
     for pool in cfg.slice_pools:
         cost.lines += _pool_lines(cfg, pool)
+    train = cfg.workloads.train
+    if train is not None:
+        pool = cfg.pool(train.pool)
+        cost.finished_job_wait = FinishedJobWait(
+            pool.name,
+            train.slices * pool.shape.chips,
+            train.ttl_seconds_after_finished,
+            price(cfg, pool.generation, pool.capacity[0].kind.price_key),
+        )
     return cost
 
 
@@ -378,4 +419,6 @@ def cost_table(cost: StackCost) -> Any:
     )  # fmt: skip
     table.caption = "range: minimum scale on each pool's first tier to maximum scale on its worst tier. "
     table.caption += "not included: " + "; ".join(NOT_INCLUDED)
+    if cost.finished_job_wait is not None:
+        table.caption += ". " + cost.finished_job_wait.text()[0].upper() + cost.finished_job_wait.text()[1:]
     return table
