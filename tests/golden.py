@@ -74,18 +74,18 @@ def rendered_objects(run: StackRun) -> str:
 
 
 def preview_text(run: StackRun) -> str:
-    """`tpuray preview STACK` as the terminal shows it, without the price-age line (it counts days
-    from today, so it changes every day; tests/test_prices_refresh.py tests it)."""
+    """`tpuray preview STACK` as the terminal shows it, without the price and TPU-zone snapshot age
+    lines (they count days from today, so they change every day; tests/test_prices_refresh.py and
+    tests/test_tpu_zones.py test them)."""
     import io
 
-    from rich.console import Console
-
+    from tpuray import terminal
     from tpuray.commands.preview import print_delivery, print_table, print_violations
     from tpuray.cost import cost_table, stack_cost
     from tpuray.policies.evaluate import check_stack as policy_violations
 
     out = io.StringIO()
-    console = Console(file=out, soft_wrap=False, width=200, color_system=None)
+    console = terminal.console(file=out, soft_wrap=False, width=200, color_system=None)
     print_table(run, console)
     print_delivery(run, console)
     console.print(cost_table(stack_cost(run.config)))

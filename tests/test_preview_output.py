@@ -110,3 +110,12 @@ def test_preview_help_says_what_each_argument_is(monkeypatch, capsys) -> None:
         "  -h, --help  show this help message and exit",
         "  --json      print {stack, resources, cost, violations} as JSON",
     ]
+
+
+def test_table_preview_prints_the_tpu_zone_snapshots_age_after_the_prices(previewed, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(command, "age_text", lambda: "prices: snapshot 2024-12-20 (710 days old)")
+    monkeypatch.setattr(command.tpu_zones, "age_text", lambda: "tpu zones: snapshot 2026-12-02 (0 days old)")
+    assert command.preview("dev") == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("prices: snapshot 2024-12-20 (710 days old)")
+    assert lines[at + 1] == "tpu zones: snapshot 2026-12-02 (0 days old)"

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tpuray import capacity, terminal
+from tpuray import capacity, terminal, tpu_zones
 from tpuray.cost import cost_table, stack_cost
 from tpuray.labels import ray_cluster_spec
 from tpuray.mockrun import MockedResource, StackRun, run_stack
@@ -183,5 +183,6 @@ def preview(stack: str, as_json: bool = False) -> int:
     print_delivery(stack_run, console)
     console.print(cost_table(stack_cost(stack_run.config)))
     console.print(age_text())
+    console.print(tpu_zones.age_text())
     print_violations(violations, console)
     return failed
