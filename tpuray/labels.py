@@ -85,3 +85,7 @@ EMULATOR_ROLE = "tpuray.dev/role"
 # Pod template annotation: the pinned rayproject/ray -tpu base a built image is FROM (the
 # image's OCI label org.opencontainers.image.base.name, repeated where policies can read it).
 BASE_IMAGE = "tpuray.dev/base-image"
+# Pod template annotation: the image of this project's (ray-tpu | serve-llm) that a preview shows
+# the -tpu base in place of, until its digest is known; `pulumi up` refuses to deploy without it
+# (infra/components/workloads.py), and policies read it (tpuray/policies/rules_llm.py).
+IMAGE_PENDING = "tpuray.dev/image-pending"

@@ -79,6 +79,9 @@ def tpu_worker_group(
 
 
 def _template(pod_spec: dict[str, Any], image: images.ImageRef | None) -> dict[str, Any]:
+    if image is not None and not image.built and image.image == image.base:
+        # The -tpu base stands in for this project's image until its digest is known.
+        return {"metadata": {"annotations": {labels.IMAGE_PENDING: image.name}}, "spec": pod_spec}
     if image is None or not image.built:
         return {"spec": pod_spec}
     # A built image names no Ray version; its pinned -tpu base does (policies read it here).

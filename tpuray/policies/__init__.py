@@ -14,6 +14,7 @@ from tpuray.policies import (
     rules_crd,
     rules_hardening,
     rules_kuberay,
+    rules_llm,
     rules_podsecurity,
     rules_secrets,
     rules_security,
@@ -32,6 +33,7 @@ PACK_ENFORCEMENT = EnforcementLevel.MANDATORY
 RULES: tuple[Rule, ...] = (
     *rules_tpu.RULES,
     *rules_workload.RULES,
+    *rules_llm.RULES,
     *rules_stack.RULES,
     *rules_computeclass.RULES,
     *rules_crd.RULES,

@@ -72,6 +72,8 @@ def check_manifests(
     overrides: dict[str, dict[str, object]] = {name: {"enforcementLevel": "disabled"} for name in off}
     overrides.setdefault("ray-version-pinned", {}).update(rayVersion=ray_version, allowedTpuImages=allow_images)
     overrides.setdefault("tpu-image", {}).update(allowedTpuImages=allow_images)
+    # A plain manifest runs as it is: no `pulumi up` will refuse a base standing in for serve-llm.
+    overrides.setdefault("serve-llm-vllm-image", {}).update(pendingBuildsRefusedAtUp=False)
     path = config_file(environment)
     return analyze(
         InProcessAnalyzer(),
