@@ -1,11 +1,14 @@
-"""Port coverage: every port a Ray head or worker opens is admitted by exactly its intended NetworkPolicy.
+"""Port coverage: every port a Ray head or worker opens is admitted by exactly its intended NetworkPolicies.
 
 The emulator cannot enforce NetworkPolicies, so this test reads the rendered objects. The
 ports a pod opens come from the installed Ray: every `ray start` option naming a port (its
 value from the rendered rayStartParams, else Ray's default), plus the ports Ray opens
-without an option (tpuray/ray_ports.py). A port Ray would pick at random cannot be named
-by a policy and fails the test; so does a port no policy admits (Ray breaks silently) and
-a port admitted by a wider policy than intended (security breaks silently).
+without an option (tpuray/ray_ports.py). Every port is admitted to the pods of the same
+object (`<obj>-ray-cluster`, all ports, as KubeRay does: tests/test_network_peers.py), and
+those reached from outside the object by exactly their access class's policy. A port Ray
+would pick at random cannot be named by a policy and fails the test; so does a port no
+policy admits from outside (Ray breaks silently) and a port admitted by a wider policy than
+intended (security breaks silently).
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from tpuray.ray_ports import NOT_LISTENING, RAY_PORTS
 from tpuray.render import manifests
 
 # Who may reach each port: the specification, written out (not read from tpuray/ray_ports.py).
-# The head's two metrics ports lie inside Linux's ephemeral range, which the same-object
-# policy opens for the jax.distributed coordinator: they are readable by both.
+# "cluster" (the pods of the same object) reaches every port.
 INTENDED = {
     "port": {"cluster"},
     "node-manager-port": {"cluster"},
@@ -34,13 +36,14 @@ INTENDED = {
     "dashboard-agent-listen-port": {"cluster"},
     "min-worker-port": {"cluster"},
     "megascale": {"cluster"},
+    "tpu-runtime": {"cluster"},
     "ephemeral": {"cluster"},
-    "metrics-export-port": {"metrics"},
+    "metrics-export-port": {"metrics", "cluster"},
     "dashboard-metrics": {"metrics", "cluster"},
     "autoscaler-metrics": {"metrics", "cluster"},
-    "dashboard-port": {"admin"},
-    "ray-client-server-port": {"admin"},
-    "serve-http": {"ingress"},
+    "dashboard-port": {"admin", "cluster"},
+    "ray-client-server-port": {"admin", "cluster"},
+    "serve-http": {"ingress", "cluster"},
 }
 HEAD_ONLY = {"port", "dashboard-port", "ray-client-server-port", "dashboard-metrics", "autoscaler-metrics"}
 # Ray's defaults for options whose CLI default is unset: `ray start --head` binds GCS to
@@ -158,8 +161,6 @@ def coverage_problems(objects: list[dict[str, Any]]) -> list[str]:
                 for access in INTENDED[port]
                 if serves or access != "ingress"
             }
-            if port == "port":
-                expected = {f"{name}-ray-cluster-head"}
             for a, b in pieces(first, last, singles - {first} if first == last else singles):
                 got = admitting(policies, pod_labels, a, b)
                 whole = {
@@ -188,21 +189,26 @@ def test_a_port_ray_would_pick_at_random_fails_the_coverage() -> None:
     ]
 
 
-def test_a_port_no_policy_admits_fails_the_coverage() -> None:
+def test_a_port_no_policy_admits_from_outside_its_object_fails_the_coverage() -> None:
     objects = [m for m in manifests(mocked("dev")) if m["metadata"]["name"] != "tpuray-dev-train-ray-metrics"]
     problems = coverage_problems(objects)
-    assert "tpuray-dev-train head metrics-export-port (8080-8080): admitted by [], intended " in problems[0]
-    assert all("metrics-export-port (8080-8080): admitted by [], intended ['tpuray-dev-train-ray-metrics']" in p
-               for p in problems)  # fmt: skip
+    # The head and the one worker group of dev's train job: Managed Prometheus no longer reaches 8080.
+    assert [p.split(" metrics-export-port")[0] for p in problems] == [
+        "tpuray-dev-train head",
+        "tpuray-dev-train worker",
+    ]
+    assert all(p.endswith("(8080-8080): admitted by ['tpuray-dev-train-ray-cluster'], intended "
+                          "['tpuray-dev-train-ray-cluster', 'tpuray-dev-train-ray-metrics']") for p in problems)  # fmt: skip
 
 
 def test_a_port_opened_to_a_wider_policy_fails_the_coverage() -> None:
     objects = copy.deepcopy(manifests(mocked("dev")))
-    cluster_policy = next(m for m in objects if m["metadata"]["name"] == "tpuray-dev-train-ray-cluster")
-    cluster_policy["spec"]["ingress"][0]["ports"].append({"protocol": "TCP", "port": 8265})
+    metrics = next(m for m in objects if m["metadata"]["name"] == "tpuray-dev-train-ray-metrics-head")
+    metrics["spec"]["ingress"][0]["ports"].append({"protocol": "TCP", "port": 8265})
     assert coverage_problems(objects) == [
-        "tpuray-dev-train head dashboard-port (8265-8265): admitted by "
-        "['tpuray-dev-train-ray-admin-head', 'tpuray-dev-train-ray-cluster'], intended ['tpuray-dev-train-ray-admin-head']"
+        "tpuray-dev-train head dashboard-port (8265-8265): admitted by ['tpuray-dev-train-ray-admin-head', "
+        "'tpuray-dev-train-ray-cluster', 'tpuray-dev-train-ray-metrics-head'], intended "
+        "['tpuray-dev-train-ray-admin-head', 'tpuray-dev-train-ray-cluster']"
     ]
 
 
@@ -218,11 +224,13 @@ def test_the_namespace_denies_all_ingress_by_default() -> None:
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
 
 
-def test_ray_internal_ports_admit_only_pods_of_the_same_object() -> None:
+def test_pods_of_the_same_object_are_admitted_on_every_port_and_only_they() -> None:
     policy = _policy("prod", "tpuray-prod-train-ray-cluster")
-    assert policy["spec"]["ingress"][0]["from"] == [
-        {"podSelector": {"matchLabels": {"tpuray.dev/ray-object": "tpuray-prod-train"}}}
-    ]
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": {"tpuray.dev/ray-object": "tpuray-prod-train"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"tpuray.dev/ray-object": "tpuray-prod-train"}}}]}],
+    }
 
 
 def test_dashboard_admits_the_namespace_the_control_plane_and_the_admin_cidr() -> None:

@@ -14,11 +14,11 @@ def test_render_writes_one_file_per_kubernetes_object_of_the_stack(tmp_path, cap
     assert len(files) == len(mocked("prod").kubernetes_objects())
     assert sorted(capsys.readouterr().out.split()) == [str(p) for p in files]
     kinds = sorted(yaml.safe_load(p.read_text())["kind"] for p in files)
-    # 12 NetworkPolicies: default-deny, then cluster, cluster-head, admin-head, metrics, metrics-head per
-    # Ray object, and ingress for the RayService behind the Gateway.
+    # 10 NetworkPolicies: default-deny, then cluster, admin-head, metrics, metrics-head per Ray
+    # object, and ingress for the RayService behind the Gateway.
     assert kinds == (
         ["ComputeClass", "ComputeClass", "Gateway", "HTTPRoute", "HealthCheckPolicy", "Namespace"]
-        + ["NetworkPolicy"] * 12
+        + ["NetworkPolicy"] * 10
         + ["RayJob", "RayService", "ServiceAccount"]
     )
 

@@ -2,10 +2,15 @@
 
 The rendered rayStartParams pin each port Ray would otherwise pick at random
 (node manager, object manager, agents), so a NetworkPolicy can name it. The access class
-of each port decides which NetworkPolicy admits it (infra/components/network.py); the
-port-coverage test (tests/test_network_policies.py) reads the list of `ray start` port
-options from the installed Ray itself, so a port a new Ray version adds fails the test
-instead of being silently blocked.
+of each port decides which NetworkPolicy admits it from outside its Ray object
+(infra/components/network.py); between the pods of one object every port is admitted, as
+KubeRay's own NetworkPolicy controller does, so the CLUSTER entries below say what listens
+there but admit nothing a list could miss (the TPU runtime, jax.distributed and what a later
+libtpu, JAX or Ray opens). The port-coverage test (tests/test_network_policies.py) reads the
+list of `ray start` port options from the installed Ray itself, so a port a new Ray version
+adds fails the test instead of being silently blocked; tests/test_network_peers.py and
+tests/test_network_ports_emulated.py take the ports peers dial from upstream sources and from
+what emulated hosts listen on, not from this table.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from enum import Enum
 
 
 class Access(str, Enum):
-    CLUSTER = "cluster"  # only pods of the same RayCluster
+    CLUSTER = "cluster"  # only pods of the same Ray object (all their ports are open to each other)
     ADMIN = "admin"  # the namespace, the control plane (KubeRay), and the configured admin CIDRs
     METRICS = "metrics"  # Google Cloud Managed Service for Prometheus collectors (gmp-system)
     INGRESS = "ingress"  # the Serve Gateway's proxies and Google health checks
@@ -42,6 +47,9 @@ PINNED_START_PARAMS = {
 # Linux's default ephemeral range (net.ipv4.ip_local_port_range): where `bind(port=0)` lands.
 EPHEMERAL = (32768, 60999)
 MEGASCALE_PORT = 8081  # ray._private.accelerators.tpu.DEFAULT_MEGASCALE_PORT; the TPU webhook's base
+# libtpu's host-to-host port in a multi-host slice: the GKE TPU webhook's tpuProcessPortBase
+# (ai-on-gke/kuberay-tpu-webhook main.go; TPU_PROCESS_PORT on v7x, + the container's index).
+TPU_RUNTIME_PORT = 8471
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
 CLIENT_PORT = 10001
@@ -70,6 +78,7 @@ RAY_PORTS: tuple[RayPort, ...] = (
     ),
     RayPort("serve-http", SERVE_PORT, Access.INGRESS, why="Ray Serve HTTP proxy (one per node)"),
     RayPort("megascale", MEGASCALE_PORT, Access.CLUSTER, why="MXLA/DCN: multi-slice coordinator (MEGASCALE_PORT)"),
+    RayPort("tpu-runtime", TPU_RUNTIME_PORT, Access.CLUSTER, why="libtpu between the hosts of a slice"),
     RayPort(
         "ephemeral",
         EPHEMERAL[0],

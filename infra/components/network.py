@@ -3,8 +3,16 @@
 The cluster runs Dataplane V2 (cluster.py), which enforces NetworkPolicy. The namespace
 denies all ingress by default; each KubeRay object then gets one policy per access class
 of tpuray/ray_ports.py:
-- `<obj>-ray-cluster` (+ `-head` for GCS): Ray's internal ports, only from pods of the same
-  object (GCS, raylet, object manager, agents, worker ports, MXLA/DCN, the jax.distributed port);
+- `<obj>-ray-cluster`: every port, only from pods of the same object, as KubeRay's own
+  NetworkPolicy controller admits between the pods of one RayCluster (its base ingress rule has
+  no ports: ray-project/kuberay v1.7.0 ray-operator/controllers/ray/networkpolicy_controller.go,
+  buildBaseIngressRules). Not a list of Ray's ports: libtpu's hosts of one slice dial each other
+  on 8471 (the GKE TPU webhook's tpuProcessPortBase, ai-on-gke/kuberay-tpu-webhook main.go; on
+  v7x one port per TPU container from there), multi-slice coordination uses 8081
+  (MEGASCALE_PORT), jax.distributed's coordinator binds a port the kernel picks, and a list would
+  block whatever the next libtpu, JAX or Ray opens. The pods of one object run the same code
+  with the same service account, so a port between them is no boundary worth a list
+  (tests/test_network_peers.py, tests/test_network_ports_emulated.py);
 - `<obj>-ray-admin-head`: dashboard / Jobs API and Ray Client, from the namespace (the RayJob
   submitter), the control plane (the GKE-managed KubeRay operator) and the admin CIDRs;
 - `<obj>-ray-metrics` (+ `-head`): metrics ports, from Managed Prometheus collectors (gmp-system);
@@ -57,7 +65,13 @@ def _ports(ports: list[RayPort]) -> list[dict[str, Any]]:
     return out
 
 
-def _policy(name: str, selector: dict[str, str], peers: list[dict[str, Any]], ports: list[RayPort]) -> dict[str, Any]:
+def _policy(
+    name: str, selector: dict[str, str], peers: list[dict[str, Any]], ports: list[RayPort] | None
+) -> dict[str, Any]:
+    """One ingress rule from `peers`; on `ports`, or on every port when ports is None."""
+    rule: dict[str, Any] = {"from": peers}
+    if ports is not None:
+        rule["ports"] = _ports(ports)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -65,7 +79,7 @@ def _policy(name: str, selector: dict[str, str], peers: list[dict[str, Any]], po
         "spec": {
             "podSelector": {"matchLabels": selector},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": peers, "ports": _ports(ports)}],
+            "ingress": [rule],
         },
     }
 
@@ -92,7 +106,8 @@ def object_policies(cfg: StackConfig, kind: str, name: str) -> list[dict[str, An
     serve = cfg.workloads.serve
     if kind == "RayService" and serve is not None and serve.gateway is not None:
         peers[Access.INGRESS] = [{"ipBlock": {"cidr": cidr}} for cidr in serve_sources(serve.gateway)]
-    policies = []
+    # Pods of the same object: every port (KubeRay's intra-cluster rule; see the module docstring).
+    policies = [_policy(f"{name}-ray-{Access.CLUSTER.value}", own, peers.pop(Access.CLUSTER), None)]
     for access, sources in peers.items():
         everywhere = by_access(access, head=False)
         head_only = [p for p in by_access(access, head=True) if p.head_only]
