@@ -42,15 +42,17 @@ def test_workload_identity_binding_waits_for_the_cluster_and_uses_its_workload_p
     assert binding.order > cluster.order
 
 
-def test_private_nodes_get_cloud_nat_in_the_cluster_region_and_network():
-    run = mocked("prod")
+def test_private_nodes_get_cloud_nat_in_the_cluster_region_and_network(tmp_path):
+    # The committed stacks run on the Terraform foundation's network, whose NAT is there
+    # already (egress: provided); a stack on a network without one declares its own.
+    run = stack_with(tmp_path, "prod", lambda c: c["tpuray:cluster"].update(egress="cloudNat"))
     router = one(run, ROUTER, "gke-router")
     nat = one(run, NAT, "gke-nat")
     assert router.inputs == {
         "name": "tpuray-prod-nat-router",
         "project": "acme-ml-prod",
         "region": "us-east5",
-        "network": "default",
+        "network": "tpuray-prod",
     }
     assert nat.inputs == {
         "name": "tpuray-prod-nat",
@@ -63,8 +65,8 @@ def test_private_nodes_get_cloud_nat_in_the_cluster_region_and_network():
     }
 
 
-def test_egress_provided_by_the_network_declares_no_router_or_nat(tmp_path):
-    run = stack_with(tmp_path, "dev", lambda c: c["tpuray:cluster"].update(egress="provided"))
+def test_egress_provided_by_the_network_declares_no_router_or_nat():
+    run = mocked("dev")  # egress: provided, on the foundation's network
     assert run.of_type(ROUTER) == [] and run.of_type(NAT) == []
 
 

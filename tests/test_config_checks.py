@@ -35,6 +35,12 @@ def rename(c: dict[str, Any], i: int, name: str) -> None:
     pool(c, i)["name"] = name
 
 
+def ranges_from_terraform_without_pods(c: dict[str, Any]) -> None:
+    # The dev stack names both ranges itself (the foundation's): take them out first.
+    del c["cluster"]["podsRangeName"], c["cluster"]["servicesRangeName"]
+    c.update(terraform={**TF_LOCAL, "outputs": {"servicesRangeName": "services_range_name"}})
+
+
 def tiers(*t: dict[str, Any]) -> Edit:
     return lambda c: pool(c).update(capacity=list(t))
 
@@ -166,11 +172,10 @@ CASES: list[tuple[str, Edit, str]] = [
     ("terraform outputs naming nothing", lambda c: c.update(terraform={**TF_LOCAL, "outputs": {}}),
      "tpuray:terraform.outputs: names no output; map at least one of network, subnetwork, podsRangeName, "
      "servicesRangeName, secretsKmsKey, imageRepository, reservations"),
-    ("pods range without services range", lambda c: c["cluster"].update(podsRangeName="gke-pods"),
+    ("pods range without services range", lambda c: c["cluster"].pop("servicesRangeName"),
      "tpuray:cluster.servicesRangeName: missing; name both secondary ranges of the subnetwork (podsRangeName and "
      "servicesRangeName, in tpuray:cluster or tpuray:terraform.outputs) or neither"),
-    ("services range from terraform without pods range",
-     lambda c: c.update(terraform={**TF_LOCAL, "outputs": {"servicesRangeName": "services_range_name"}}),
+    ("services range from terraform without pods range", ranges_from_terraform_without_pods,
      "tpuray:cluster.podsRangeName: missing; name both secondary ranges of the subnetwork (podsRangeName and "
      "servicesRangeName, in tpuray:cluster or tpuray:terraform.outputs) or neither"),
     ("secrets key that is not a key resource name", lambda c: c["cluster"].update(secretsKmsKey="gke-secrets"),

@@ -258,7 +258,7 @@ def test_prod_on_the_foundation_state_uses_its_network_ranges_and_key(prod_on_fo
         "servicesSecondaryRangeName": "gke-services",
     }
     assert cluster["databaseEncryption"]["keyName"] == (
-        "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/gke-secrets"
+        "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray-prod/cryptoKeys/gke-secrets"
     )
 
 

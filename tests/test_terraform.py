@@ -111,7 +111,7 @@ def test_cluster_encrypts_secrets_with_the_key_from_the_state(local_run: StackRu
     (cluster,) = [r.inputs for r in local_run.of_type(CLUSTER) if "network" in r.inputs]
     assert cluster["databaseEncryption"] == {
         "state": "ENCRYPTED",
-        "keyName": "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/gke-secrets",
+        "keyName": "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray-prod/cryptoKeys/gke-secrets",
     }
 
 

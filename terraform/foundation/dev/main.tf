@@ -29,4 +29,15 @@ module "foundation" {
     pods_cidr     = "10.32.0.0/14"
     services_cidr = "10.36.0.0/20"
   }
+
+  # The key ring stacks/Pulumi.dev.yaml names in tpuray:cluster.secretsKmsKey.
+  kms = {
+    key_ring = "tpuray-dev"
+  }
+
+  # Every bucket a gs:// URI of stacks/Pulumi.dev.yaml names.
+  buckets = {
+    "acme-ml-dev-ray"  = { bundles = true } # bundles (tpuray:workloads.bundleUri) and checkpoints (train.storageUri)
+    "acme-ml-dev-data" = {}                 # training data (train.dataUri)
+  }
 }

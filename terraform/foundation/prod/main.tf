@@ -28,6 +28,21 @@ module "foundation" {
     subnet_cidr   = "10.20.0.0/20"
     pods_cidr     = "10.64.0.0/14"
     services_cidr = "10.68.0.0/20"
+    # us-east5's proxy-only subnet for the serve Gateway (gke-l7-rilb):
+    # tpuray:workloads.serve.gateway.proxyOnlySubnetCidr.
+    proxy_only_cidr = "10.129.0.0/23"
+  }
+
+  # The key ring stacks/Pulumi.prod.yaml names in tpuray:cluster.secretsKmsKey.
+  kms = {
+    key_ring = "tpuray-prod"
+  }
+
+  # Every bucket a gs:// URI of stacks/Pulumi.prod.yaml names.
+  buckets = {
+    "acme-ml-prod-ray"    = { bundles = true } # bundles (tpuray:workloads.bundleUri) and checkpoints (train.storageUri)
+    "acme-ml-prod-data"   = {}                 # training data (train.dataUri)
+    "acme-ml-prod-models" = {}                 # model weights mirrored from Hugging Face (serve.modelSource)
   }
 
   # prod's training pool consumes this reservation first (stacks/Pulumi.prod.yaml):

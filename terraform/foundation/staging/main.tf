@@ -29,4 +29,16 @@ module "foundation" {
     pods_cidr     = "10.40.0.0/14"
     services_cidr = "10.44.0.0/20"
   }
+
+  # The key ring stacks/Pulumi.staging.yaml names in tpuray:cluster.secretsKmsKey.
+  kms = {
+    key_ring = "tpuray-staging"
+  }
+
+  # Every bucket a gs:// URI of stacks/Pulumi.staging.yaml names.
+  buckets = {
+    "acme-ml-staging-ray"    = { bundles = true } # bundles (tpuray:workloads.bundleUri) and checkpoints (train.storageUri)
+    "acme-ml-staging-data"   = {}                 # training data (train.dataUri)
+    "acme-ml-staging-models" = {}                 # model weights mirrored from Hugging Face (serve.modelSource)
+  }
 }

@@ -32,13 +32,24 @@ module "network" {
   subnet_cidr   = var.network.subnet_cidr
   pods_cidr     = var.network.pods_cidr
   services_cidr = var.network.services_cidr
-  depends_on    = [google_project_service.apis]
+  # The stack's gke-l7-rilb Gateway (tpuray:workloads.serve.gateway.proxyOnlySubnetCidr).
+  proxy_only_cidr = var.network.proxy_only_cidr
+  depends_on      = [google_project_service.apis]
 }
 
 module "kms" {
   source     = "../kms"
   project_id = var.project_id
   region     = var.region
+  key_ring   = var.kms.key_ring
+  depends_on = [google_project_service.apis]
+}
+
+module "buckets" {
+  source     = "../buckets"
+  project_id = var.project_id
+  location   = var.region
+  buckets    = keys(var.buckets)
   depends_on = [google_project_service.apis]
 }
 

@@ -54,12 +54,38 @@ variable "ci" {
 
 variable "network" {
   type = object({
-    name          = string
-    subnet_cidr   = string
-    pods_cidr     = string
-    services_cidr = string
+    name            = string
+    subnet_cidr     = string
+    pods_cidr       = string
+    services_cidr   = string
+    proxy_only_cidr = optional(string)
   })
-  description = "The VPC: its name, the nodes' primary range and the Pods and Services secondary ranges. Must not overlap the stack's cluster.masterIpv4CidrBlock (default 172.16.0.0/28)."
+  description = "The VPC: its name, the nodes' primary range, the Pods and Services secondary ranges and, for a stack with a gke-l7-rilb Gateway, the region's proxy-only subnet. Must not overlap the stack's cluster.masterIpv4CidrBlock (default 172.16.0.0/28)."
+}
+
+variable "kms" {
+  type = object({
+    key_ring = optional(string, "tpuray")
+  })
+  description = "The key ring holding the GKE secrets key (the stack's tpuray:cluster.secretsKmsKey names it) and the Artifact Registry key."
+  default     = {}
+}
+
+variable "buckets" {
+  type = map(object({
+    bundles = optional(bool, false)
+  }))
+  description = <<-EOT
+    The workload buckets the stack's gs:// URIs name (tpuray:workloads.bundleUri, train.dataUri
+    and storageUri, serve.checkpointUri and modelSource), by name. bundles = true marks the one
+    bundleUri names: the deploy workflow uploads the app bundle there.
+  EOT
+  default     = {}
+
+  validation {
+    condition     = length([for b in values(var.buckets) : b if b.bundles]) <= 1
+    error_message = "buckets: at most one bucket holds the app bundles (bundles = true)."
+  }
 }
 
 variable "registry" {

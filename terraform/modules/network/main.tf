@@ -79,3 +79,22 @@ resource "google_compute_router_nat" "egress" {
     filter = "ERRORS_ONLY"
   }
 }
+
+# The proxy-only subnet the Envoy proxies of a regional internal Application Load Balancer
+# take their addresses from: GKE's gke-l7-rilb Gateway class needs one, in the cluster's
+# region and VPC, before the Gateway can program its load balancer. One per region and VPC
+# may be ACTIVE. https://cloud.google.com/load-balancing/docs/proxy-only-subnets ,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/deploying-gateways#configure_a_proxy-only_subnet
+resource "google_compute_subnetwork" "proxy_only" {
+  # checkov:skip=CKV_GCP_26: a REGIONAL_MANAGED_PROXY subnet takes no flow logs (enableFlowLogs is not supported for that purpose)
+  # checkov:skip=CKV_GCP_74: Private Google Access is for VMs in a subnet; a proxy-only subnet holds only the load balancer's Envoy proxies
+  # checkov:skip=CKV_GCP_76: same: no VMs, no IPv6 ranges in a proxy-only subnet
+  count         = var.proxy_only_cidr == null ? 0 : 1
+  project       = var.project_id
+  name          = "${var.name}-${var.region}-proxy-only"
+  region        = var.region
+  network       = google_compute_network.vpc.id
+  ip_cidr_range = var.proxy_only_cidr
+  purpose       = "REGIONAL_MANAGED_PROXY"
+  role          = "ACTIVE"
+}

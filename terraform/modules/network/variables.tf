@@ -70,3 +70,14 @@ variable "flow_log_sampling" {
     error_message = "network.flow_log_sampling must be in (0, 1]."
   }
 }
+
+variable "proxy_only_cidr" {
+  type        = string
+  description = "Range of the region's proxy-only subnet (REGIONAL_MANAGED_PROXY) for internal Application Load Balancers, which a stack's gke-l7-rilb Gateway needs (the stack's tpuray:workloads.serve.gateway.proxyOnlySubnetCidr); null creates none."
+  default     = null
+
+  validation {
+    condition     = var.proxy_only_cidr == null || try(cidrnetmask(var.proxy_only_cidr) != "" && tonumber(split("/", var.proxy_only_cidr)[1]) <= 26, false)
+    error_message = "network.proxy_only_cidr must be an IPv4 CIDR block of /26 or larger (64 addresses at least), e.g. 10.129.0.0/23."
+  }
+}

@@ -1,0 +1,237 @@
+"""What the Terraform foundation of one environment creates, read from terraform/ with python-hcl2.
+
+Each root (terraform/foundation/<env>/main.tf) calls modules/foundation with literal values,
+and the modules name their resources from those (`"${var.name}-${var.region}-gke"`). This
+evaluates the part of HCL those names use: literals, `var.` references through the module
+calls, string templates of them, the defaults of variables and of optional() object
+attributes, `keys()`, `toset()`, and `count = var.x == null ? 0 : 1`. Anything else raises
+Unresolved, so a change of style in the Terraform fails loudly instead of reading as "absent".
+
+tests/test_foundation_contract.py (what the stacks name) and tests/test_deploy_permissions.py
+(what the deploy account is granted) read the foundation through this module only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import hcl2
+
+from tests.conftest import REPO
+
+TF = REPO / "terraform"
+MODULES = TF / "modules"
+ENVS = ("dev", "staging", "prod")
+_REF = re.compile(r"\$\{([^{}]+)\}")
+_OPTIONAL = re.compile(r"'(\w+)': '\$\{optional\(\w+,\s*(?:\"([^\"]*)\"|([\w.]+))\)\}'")
+
+
+class Unresolved(Exception):
+    """An HCL expression this reader does not evaluate."""
+
+
+def _one(value: Any) -> Any:
+    # python-hcl2 wraps attribute values in a one-element list.
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+
+@cache
+def _load(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(folder.glob("*.tf")):
+        with path.open() as f:
+            for kind, blocks in hcl2.load(f).items():
+                merged.setdefault(kind, []).extend(blocks)
+    return merged
+
+
+def blocks(folder: Path, kind: str) -> dict[str, dict[str, Any]]:
+    """name -> body of every `kind` block (variable, module, output) in folder/*.tf."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in _load(folder).get(kind, []):
+        found.update(block)
+    return found
+
+
+def resources(folder: Path, rtype: str) -> dict[str, dict[str, Any]]:
+    """name -> body of every `resource "rtype" "name"` in folder/*.tf."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in _load(folder).get("resource", []):
+        found.update(block.get(rtype, {}))
+    return found
+
+
+def _optional_defaults(type_expr: str) -> dict[str, Any]:
+    """Attribute -> default of `optional(T, default)` in an object type, as python-hcl2 prints it."""
+    defaults: dict[str, Any] = {}
+    for name, text, bare in _OPTIONAL.findall(type_expr):
+        defaults[name] = text if not bare else {"True": True, "False": False}.get(bare, bare)
+    return defaults
+
+
+def _with_defaults(value: Any, type_expr: str) -> Any:
+    """An object's value with its optional() attributes filled in (each value's, for a map of objects)."""
+    defaults = _optional_defaults(type_expr)
+    if not defaults or not isinstance(value, dict):
+        return value
+    if type_expr.startswith("${map(object("):
+        return {key: {**defaults, **item} for key, item in value.items()}
+    return {**defaults, **value}
+
+
+@dataclass
+class Scope:
+    """The variables of one module instance: its call's arguments over its variables' defaults.
+
+    Arguments are evaluated when read, in the caller's scope, so an argument this reader
+    cannot evaluate (another module's output) fails only where it is used."""
+
+    folder: Path
+    args: dict[str, Any] = field(default_factory=dict)
+    caller: Scope | None = None
+
+    def module(self, name: str) -> Scope:
+        call = blocks(self.folder, "module").get(name)
+        if call is None:  # not called (yet): an empty module, which creates nothing
+            return Scope(self.folder / f"<no module {name}>", {}, self)
+        return Scope((self.folder / _one(call["source"])).resolve(), call, self)
+
+    def declares(self, name: str) -> bool:
+        return name in blocks(self.folder, "variable")
+
+    def var(self, name: str) -> Any:
+        body = blocks(self.folder, "variable").get(name)
+        if body is None:
+            raise Unresolved(f"var.{name}: no such variable in {self.folder.relative_to(REPO)}")
+        if name in self.args:
+            value = evaluate(_unwrap(self.args[name]), self.caller)
+        else:
+            value = _unwrap(body["default"]) if "default" in body else None
+        return _with_defaults(value, str(_one(body.get("type", ""))))
+
+
+def _reference(expr: str, scope: Scope, each: Any) -> Any:
+    expr = expr.strip()
+    call = re.fullmatch(r"(keys|toset)\((.+)\)", expr)
+    if call:
+        inner = _reference(call.group(2), scope, each)
+        return sorted(inner) if call.group(1) == "keys" else list(inner)
+    path = expr.split(".")
+    if path[0] == "each" and each is not None:
+        return each[0] if path[1] == "key" else _walk(each[1], path[2:], expr)
+    if path[0] == "var":
+        return _walk(scope.var(path[1]), path[2:], expr)
+    raise Unresolved(f"{expr} in {scope.folder.relative_to(REPO)}")
+
+
+def _walk(value: Any, path: list[str], expr: str) -> Any:
+    for part in path:
+        if not isinstance(value, dict):
+            raise Unresolved(expr)
+        value = value.get(part)
+    return value
+
+
+def _unwrap(value: Any) -> Any:
+    value = _one(value)
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items() if not k.startswith("__")}
+    return value
+
+
+def evaluate(value: Any, scope: Scope | None, each: tuple[str, Any] | None = None) -> Any:
+    """A literal, "${ref}", or a template of refs, in `scope` (and a for_each `each`)."""
+    if isinstance(value, list):
+        return [evaluate(v, scope, each) for v in value]
+    if isinstance(value, dict):
+        return {k: evaluate(v, scope, each) for k, v in value.items() if not k.startswith("__")}
+    if not isinstance(value, str) or "${" not in value or scope is None:
+        return value
+    whole = _REF.fullmatch(value)
+    if whole:
+        return _reference(whole.group(1), scope, each)
+    return _REF.sub(lambda m: str(_reference(m.group(1), scope, each)), value)
+
+
+def instances(scope: Scope, rtype: str, name: str, *names: str) -> list[dict[str, Any]]:
+    """Attributes `names` of each instance of a resource (count / for_each expanded), evaluated."""
+    body = resources(scope.folder, rtype).get(name)
+    if body is None:  # not declared (yet): no instance
+        return []
+    attrs = {k: _unwrap(body[k]) for k in names if k in body}
+    if "count" in body:
+        test = re.fullmatch(r"\$\{var\.(\w+) == (?:null|None) \? 0 : 1\}", str(_one(body["count"])))
+        if not test:
+            raise Unresolved(f"count of {rtype}.{name}: {_one(body['count'])}")
+        return [] if scope.var(test.group(1)) is None else [evaluate(attrs, scope)]
+    if "for_each" in body:
+        keys = evaluate(_one(body["for_each"]), scope)
+        items = keys.items() if isinstance(keys, dict) else ((k, k) for k in keys)
+        return [evaluate(attrs, scope, (k, v)) for k, v in items]
+    return [evaluate(attrs, scope)]
+
+
+@dataclass(frozen=True)
+class Foundation:
+    """What terraform/foundation/<env> creates, as the names a stack would use."""
+
+    env: str
+    project: str
+    region: str
+    network: str
+    subnetwork: str
+    secondary_ranges: tuple[str, ...]
+    proxy_only_subnets: tuple[tuple[str, str], ...]  # (region, CIDR) in `network`
+    kms_keys: tuple[str, ...]  # projects/P/locations/L/keyRings/R/cryptoKeys/K
+    buckets: tuple[str, ...]  # workload buckets, then the CI home's state bucket
+    bundle_bucket: str | None
+    docker_repositories: tuple[str, ...]  # REGION-docker.pkg.dev/PROJECT/REPO
+    reservations: tuple[str, ...]  # declared, then existing ones the foundation outputs
+    root: Scope
+
+
+@cache
+def foundation(env: str) -> Foundation:
+    root = Scope(TF / "foundation" / env).module("foundation")
+    net = root.module("network")
+    (vpc,) = instances(net, "google_compute_network", "vpc", "name")
+    (gke,) = instances(net, "google_compute_subnetwork", "gke", "name", "region", "secondary_ip_range")
+    proxy_only = instances(net, "google_compute_subnetwork", "proxy_only", "region", "ip_cidr_range", "purpose", "role")
+    assert all(s["purpose"] == "REGIONAL_MANAGED_PROXY" and s["role"] == "ACTIVE" for s in proxy_only)
+    kms = root.module("kms")
+    (ring,) = instances(kms, "google_kms_key_ring", "this", "project", "location", "name")
+    ring_id = f"projects/{ring['project']}/locations/{ring['location']}/keyRings/{ring['name']}"
+    keys = [f"{ring_id}/cryptoKeys/{k['name']}" for n in resources(kms.folder, "google_kms_crypto_key")
+            for k in instances(kms, "google_kms_crypto_key", n, "name")]  # fmt: skip
+    buckets = [b["name"] for b in instances(root.module("buckets"), "google_storage_bucket", "workloads", "name")]
+    if root.var("ci")["home"]:
+        buckets += [b["name"] for b in instances(root.module("state"), "google_storage_bucket", "state", "name")]
+    bundles = [
+        name for name, opts in (root.var("buckets") if root.declares("buckets") else {}).items() if opts.get("bundles")
+    ]
+    reg = root.module("registry")
+    repos = [f"{r['location']}-docker.pkg.dev/{r['project']}/{r['repository_id']}"
+             for r in instances(reg, "google_artifact_registry_repository", "images", "location", "project", "repository_id")]  # fmt: skip
+    res = root.module("reservations")
+    reservations = [r["name"] for r in instances(res, "google_compute_reservation", "tpu", "name")]
+    return Foundation(
+        env=env,
+        project=root.var("project_id"),
+        region=root.var("region"),
+        network=vpc["name"],
+        subnetwork=gke["name"],
+        secondary_ranges=tuple(r["range_name"] for r in gke["secondary_ip_range"]),
+        proxy_only_subnets=tuple((s["region"], s["ip_cidr_range"]) for s in proxy_only),
+        kms_keys=tuple(keys),
+        buckets=tuple(buckets),
+        bundle_bucket=bundles[0] if bundles else None,
+        docker_repositories=tuple(repos),
+        reservations=tuple(reservations + sorted(res.var("existing_reservations") or {})),
+        root=root,
+    )
