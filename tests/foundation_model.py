@@ -4,8 +4,10 @@ Each root (terraform/foundation/<env>/main.tf) calls modules/foundation with lit
 and the modules name their resources from those (`"${var.name}-${var.region}-gke"`). This
 evaluates the part of HCL those names use: literals, `var.` references through the module
 calls, string templates of them, the defaults of variables and of optional() object
-attributes, `keys()`, `toset()`, and `count = var.x == null ? 0 : 1`. Anything else raises
-Unresolved, so a change of style in the Terraform fails loudly instead of reading as "absent".
+attributes, `keys()`, `toset()`, `one([for k, v in var.m : k if v.flag])`, the conditionals
+`var.x ? a : b` and `var.x == null ? a : b` (so a count of 0 or 1), and a resource's attribute
+in its own module. Anything else raises Unresolved, so a change of style in the Terraform
+fails loudly instead of reading as "absent".
 
 tests/test_foundation_contract.py (what the stacks name) and tests/test_deploy_permissions.py
 (what the deploy account is granted) read the foundation through this module only.
@@ -114,12 +116,53 @@ class Scope:
         return _with_defaults(value, str(_one(body.get("type", ""))))
 
 
+# The CI identities, as the members of IAM grants name them (modules/ci-identity).
+DEPLOY, PREVIEW = "serviceAccount:<tpuray-deploy>", "serviceAccount:<tpuray-preview>"
+_SYMBOLS = {
+    "local.deploy_email": DEPLOY.removeprefix("serviceAccount:"),
+    "local.preview_email": PREVIEW.removeprefix("serviceAccount:"),
+    "module.ci_identity.deploy_member": DEPLOY,
+    "module.ci_identity.preview_member": PREVIEW,
+}
+# `one([for name, b in var.buckets : name if b.bundles])`: the one key whose flag is set.
+_ONE_KEY = re.compile(r"one\(\[for (\w+)\s*,\s*(\w+) in var\.(\w+) : \1 if \2\.(\w+)\]\)")
+# A resource's attribute that another names it by, when the resource does not set it: an
+# Artifact Registry repository's IAM members name it by its ID.
+_NAME_ATTRIBUTE = {"google_artifact_registry_repository": "repository_id"}
+
+
+_TERNARY = re.compile(r"(var\.[\w.]+)( == (?:null|None))? \? (.+?) : (.+)")
+
+
 def _reference(expr: str, scope: Scope, each: Any) -> Any:
     expr = expr.strip()
+    if expr in _SYMBOLS:
+        return _SYMBOLS[expr]
+    if re.fullmatch(r"-?\d+", expr):
+        return int(expr)
+    if expr == "[]":
+        return []
+    ternary = _TERNARY.fullmatch(expr)
+    if ternary:  # `var.x ? a : b` and `var.x == null ? a : b`
+        test, is_null, yes, no = ternary.groups()
+        value = _reference(test, scope, each)
+        return _reference(yes if (value is None if is_null else value) else no, scope, each)
     call = re.fullmatch(r"(keys|toset)\((.+)\)", expr)
     if call:
         inner = _reference(call.group(2), scope, each)
         return sorted(inner) if call.group(1) == "keys" else list(inner)
+    one = _ONE_KEY.fullmatch(expr)
+    if one:
+        keys = [k for k, v in (scope.var(one.group(3)) or {}).items() if v.get(one.group(4))]
+        return keys[0] if len(keys) == 1 else None
+    attribute = re.fullmatch(r"(google_\w+)\.(\w+)\.(\w+)", expr)
+    if attribute and attribute.group(2) in resources(scope.folder, attribute.group(1)):
+        rtype, name, attr = attribute.groups()
+        body = resources(scope.folder, rtype)[name]
+        if "count" not in body and "for_each" not in body:
+            attr = attr if attr in body else _NAME_ATTRIBUTE.get(rtype, attr)
+            if attr in body:
+                return evaluate(_unwrap(body[attr]), scope)
     path = expr.split(".")
     if path[0] == "each" and each is not None:
         return each[0] if path[1] == "key" else _walk(each[1], path[2:], expr)
@@ -159,22 +202,35 @@ def evaluate(value: Any, scope: Scope | None, each: tuple[str, Any] | None = Non
     return _REF.sub(lambda m: str(_reference(m.group(1), scope, each)), value)
 
 
-def instances(scope: Scope, rtype: str, name: str, *names: str) -> list[dict[str, Any]]:
-    """Attributes `names` of each instance of a resource (count / for_each expanded), evaluated."""
+def instances(scope: Scope, rtype: str, name: str, *names: str, lenient: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Attributes `names` of each instance of a resource (count / for_each expanded), evaluated.
+    An attribute in `lenient` that does not evaluate is None instead of an error."""
     body = resources(scope.folder, rtype).get(name)
     if body is None:  # not declared (yet): no instance
         return []
     attrs = {k: _unwrap(body[k]) for k in names if k in body}
     if "count" in body:
-        test = re.fullmatch(r"\$\{var\.(\w+) == (?:null|None) \? 0 : 1\}", str(_one(body["count"])))
-        if not test:
-            raise Unresolved(f"count of {rtype}.{name}: {_one(body['count'])}")
-        return [] if scope.var(test.group(1)) is None else [evaluate(attrs, scope)]
-    if "for_each" in body:
+        count = evaluate(_one(body["count"]), scope)
+        if count not in (0, 1):
+            raise Unresolved(f"count of {rtype}.{name}: {_one(body['count'])} (this reader takes 0 or 1)")
+        eaches: list[tuple[str, Any] | None] = [None] * count
+    elif "for_each" in body:
         keys = evaluate(_one(body["for_each"]), scope)
-        items = keys.items() if isinstance(keys, dict) else ((k, k) for k in keys)
-        return [evaluate(attrs, scope, (k, v)) for k, v in items]
-    return [evaluate(attrs, scope)]
+        eaches = list(keys.items() if isinstance(keys, dict) else ((k, k) for k in keys))
+    else:
+        eaches = [None]
+    found = []
+    for each in eaches:
+        values = {}
+        for key, value in attrs.items():
+            try:
+                values[key] = evaluate(value, scope, each)
+            except Unresolved:
+                if key not in lenient:
+                    raise
+                values[key] = None
+        found.append(values)
+    return found
 
 
 @dataclass(frozen=True)
@@ -235,3 +291,81 @@ def foundation(env: str) -> Foundation:
         reservations=tuple(reservations + sorted(res.var("existing_reservations") or {})),
         root=root,
     )
+
+
+# Where a grant's resource type puts it, and the attribute naming the place.
+_GRANT_SCOPES = {
+    "google_project_iam_member": ("project", "project"),
+    "google_storage_bucket_iam_member": ("bucket", "bucket"),
+    "google_billing_account_iam_member": ("billing account", "billing_account_id"),
+    "google_artifact_registry_repository_iam_member": ("repository", "repository"),
+}
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """A role the deploy account holds somewhere; `condition` is the IAM condition's title, if any."""
+
+    scope: str
+    where: str
+    role: str
+    condition: str | None
+    resource: str  # module.resource_type.name, for messages
+
+
+def _module_scopes(root: Scope) -> dict[str, Scope]:
+    found = {"foundation": root}
+    for name in blocks(root.folder, "module"):
+        found[name] = root.module(name)
+    return found
+
+
+def _grants_in(scope: Scope, label: str) -> list[Grant]:
+    grants = []
+    for block in _load(scope.folder).get("resource", []):
+        for rtype, bodies in block.items():
+            if not rtype.endswith("_iam_member"):
+                continue
+            for name in bodies:
+                # A member made of other references (a service agent's address) is not a CI account.
+                members = [i["member"] for i in instances(scope, rtype, name, "member", lenient=("member",))]
+                if DEPLOY not in members:
+                    continue
+                if rtype not in _GRANT_SCOPES:
+                    raise Unresolved(
+                        f"{label}.{rtype}.{name}: a deploy grant on a kind of resource this reader does not know"
+                    )
+                kind, attr = _GRANT_SCOPES[rtype]
+                # An IAM condition is kept by its title (its CEL expression is not evaluated).
+                condition = _unwrap(resources(scope.folder, rtype)[name].get("condition"))
+                title = condition["title"] if condition else None
+                for inst in instances(scope, rtype, name, "member", "role", attr, "location", "project"):
+                    if inst["member"] != DEPLOY:
+                        continue
+                    where = inst[attr]
+                    if kind == "repository":
+                        where = f"{inst['location']}-docker.pkg.dev/{inst['project']}/{where}"
+                    grants.append(Grant(kind, where, inst["role"], title, f"{label}.{rtype}.{name}"))
+    return grants
+
+
+@cache
+def deploy_grants(env: str) -> tuple[Grant, ...]:
+    """Every role terraform/foundation/<env> grants the deploy account, and the CI home's
+    grants on its state bucket (which every environment's `pulumi up` uses)."""
+    root = foundation(env).root
+    grants = [g for label, scope in _module_scopes(root).items() for g in _grants_in(scope, label)]
+    if not root.var("ci")["home"]:
+        home = next(e for e in ENVS if foundation(e).root.var("ci")["home"])
+        state = foundation(home).root.var("ci")["bucket"]
+        grants += [g for g in deploy_grants(home) if g.scope == "bucket" and g.where == state]
+    return tuple(sorted(set(grants)))
+
+
+def enabled_services(env: str) -> tuple[str, ...]:
+    """The APIs terraform/foundation/<env> enables in the project (google_project_service.apis)."""
+    scope = foundation(env).root
+    (apis,) = [block["apis"] for block in _load(scope.folder).get("locals", []) if "apis" in block]
+    (body,) = resources(scope.folder, "google_project_service").values()
+    assert _one(body["for_each"]) == "${toset(local.apis)}", "google_project_service.apis enables local.apis"
+    return tuple(_unwrap(apis))

@@ -45,6 +45,11 @@ module "foundation" {
     "acme-ml-prod-models" = {}                 # model weights mirrored from Hugging Face (serve.modelSource)
   }
 
+  # The billing account of the stack's budget (tpuray:observability.budget.billingAccount):
+  # the deploy account manages budgets there. Applying this grant takes Billing Account
+  # Administrator on that account.
+  billing_account = "01A2B3-C4D5E6-F7A8B9"
+
   # prod's training pool consumes this reservation first (stacks/Pulumi.prod.yaml):
   # v6e 4x4 = 4 VMs of ct6e-standard-4t per slice, 2 slices. If your account team created
   # the reservation from a commitment, move it to existing_reservations instead.

@@ -76,6 +76,31 @@ resource "google_project_iam_member" "deploy" {
   member   = "serviceAccount:${local.deploy_email}"
 }
 
+# The stack binds the workloads' account on its buckets, and the deploy workflow uploads
+# the app bundle to one of them.
+resource "google_storage_bucket_iam_member" "deploy" {
+  for_each = toset(var.buckets)
+  bucket   = each.value
+  role     = var.deploy_bucket_role
+  member   = "serviceAccount:${local.deploy_email}"
+}
+
+resource "google_storage_bucket_iam_member" "deploy_bundles" {
+  count  = var.bundle_bucket == null ? 0 : 1
+  bucket = var.bundle_bucket
+  role   = var.deploy_bundle_role
+  member = "serviceAccount:${local.deploy_email}"
+}
+
+# Budgets live on the billing account (billingAccounts.budgets.create checks
+# billing.budgets.create there): https://cloud.google.com/billing/docs/how-to/budget-api-access-control
+resource "google_billing_account_iam_member" "deploy" {
+  count              = var.billing_account == null ? 0 : 1
+  billing_account_id = var.billing_account
+  role               = var.deploy_billing_role
+  member             = "serviceAccount:${local.deploy_email}"
+}
+
 # The program binds roles to the node service account: the deploy account may grant
 # those roles and no others (an IAM condition on the granted roles).
 resource "google_project_iam_member" "deploy_grants_node_roles" {

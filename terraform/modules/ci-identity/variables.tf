@@ -41,20 +41,66 @@ variable "provider_id" {
   default     = "tpuray"
 }
 
+# The deploy account's roles, by where they are granted: deploy_roles on the project,
+# deploy_bucket_role on each workload bucket, deploy_bundle_role on the bundle bucket,
+# deploy_billing_role on the budget's billing account (and, in other modules,
+# artifactregistry.writer on the docker repository, storage.objectAdmin on the state bucket,
+# projectIamAdmin under the condition below). Every permission the resources of the
+# committed stacks need for create and update (tpuray/data/deploy_permissions.yaml) must be
+# in these roles as Google defines them (tpuray/data/iam_roles.json):
+# tests/test_deploy_permissions.py fails otherwise.
 variable "deploy_roles" {
   type        = list(string)
-  description = "Project roles `pulumi up` needs (README: the real path). Basic roles are refused."
+  description = "Project roles `pulumi up` needs (docs/foundation.md, CI identity). Basic roles are refused."
   default = [
-    "roles/container.admin",
-    "roles/compute.admin",
-    "roles/iam.serviceAccountAdmin",
-    "roles/iam.serviceAccountUser",
+    "roles/container.admin",              # GKE cluster, node pools, every Kubernetes object
+    "roles/compute.admin",                # Cloud Router and NAT, TPU7x workload policies
+    "roles/iam.serviceAccountAdmin",      # the node and workload service accounts, their IAM
+    "roles/iam.serviceAccountUser",       # actAs the node service account (cluster, node pools)
+    "roles/monitoring.alertPolicyEditor", # the stack's alert policies
+    "roles/monitoring.dashboardEditor",   # the stack's dashboard
   ]
 
   validation {
     condition     = alltrue([for r in var.deploy_roles : !contains(["roles/owner", "roles/editor"], r)])
     error_message = "deploy_roles must not contain roles/owner or roles/editor."
   }
+}
+
+variable "deploy_bucket_role" {
+  type        = string
+  description = "Role on each workload bucket (var.buckets): the stack binds the workloads' account there (storage.buckets.getIamPolicy and setIamPolicy). Legacy Bucket Owner is the narrowest predefined role with setIamPolicy (46 permissions against Storage Admin's 104); it cannot delete the bucket or read objects."
+  default     = "roles/storage.legacyBucketOwner"
+}
+
+variable "deploy_bundle_role" {
+  type        = string
+  description = "Role on the bucket the app bundles go to (var.bundle_bucket), beside deploy_bucket_role (which creates objects): `gcloud storage cp --no-clobber` first reads the object (storage.objects.get)."
+  default     = "roles/storage.objectViewer"
+}
+
+variable "deploy_billing_role" {
+  type        = string
+  description = "Role on the Cloud Billing account of the stack's budget (var.billing_account): a budget is created on the billing account, not in the project. Costs Manager is the narrowest predefined role with billing.budgets.create."
+  default     = "roles/billing.costsManager"
+}
+
+variable "buckets" {
+  type        = list(string)
+  description = "The environment's workload buckets (modules/buckets), where the deploy account gets deploy_bucket_role."
+  default     = []
+}
+
+variable "bundle_bucket" {
+  type        = string
+  description = "The workload bucket the deploy workflow uploads app bundles to (tpuray:workloads.bundleUri); null: none."
+  default     = null
+}
+
+variable "billing_account" {
+  type        = string
+  description = "The Cloud Billing account of the stack's budget; null: the stack declares none."
+  default     = null
 }
 
 variable "grantable_roles" {

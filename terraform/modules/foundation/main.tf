@@ -4,12 +4,14 @@
 locals {
   apis = [
     "artifactregistry.googleapis.com",
+    "billingbudgets.googleapis.com", # the stack's Cloud Billing budget (tpuray:observability.budget)
     "cloudkms.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "compute.googleapis.com",
     "container.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
+    "monitoring.googleapis.com",    # the stack's dashboard and alert policies
     "secretmanager.googleapis.com", # the GKE Secret Manager add-on (an llm stack's Hugging Face token)
     "serviceusage.googleapis.com",
     "storage.googleapis.com",
@@ -59,7 +61,12 @@ module "ci_identity" {
   github_repository = var.github_repository
   home              = var.ci.home
   ci_project_id     = var.ci.project_id
-  depends_on        = [google_project_service.apis]
+  # Where the deploy account gets roles beyond the project's (ci-identity variables.tf);
+  # the bucket grants wait for the buckets.
+  buckets         = keys(var.buckets)
+  bundle_bucket   = one([for name, b in var.buckets : name if b.bundles])
+  billing_account = var.billing_account
+  depends_on      = [google_project_service.apis, module.buckets]
 }
 
 module "registry" {

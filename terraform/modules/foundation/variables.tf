@@ -88,6 +88,17 @@ variable "buckets" {
   }
 }
 
+variable "billing_account" {
+  type        = string
+  description = "Cloud Billing account of the stack's budget (tpuray:observability.budget.billingAccount): the deploy account may manage budgets on it. null when the stack declares no budget."
+  default     = null
+
+  validation {
+    condition     = var.billing_account == null || can(regex("^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$", var.billing_account))
+    error_message = "billing_account must be a Cloud Billing account ID, e.g. 01A2B3-C4D5E6-F7A8B9."
+  }
+}
+
 variable "registry" {
   type = object({
     repository_id  = optional(string, "tpuray")
