@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import STACKS, mocked
-from netpol import ALL_PORTS, Pod, admits, admitted_ranges
 
+from tests.conftest import STACKS, mocked
+from tests.netpol import ALL_PORTS, Pod, admits, admitted_ranges
 from tpuray import labels
 from tpuray.render import manifests
 
