@@ -132,35 +132,53 @@ def test_a_removed_yaml_line_is_shown_as_absent() -> None:
 # ---------------------------------------------------------------------------- replace or update
 
 
+def _doc(path: str, value: Any) -> dict[str, Any]:
+    """{"a": {"b": [value]}} for "a.b[0]": one input document holding `value` at `path`."""
+    doc: Any = value
+    for part in reversed(path.replace("[", ".[").split(".")):
+        doc = [doc] if part.startswith("[") else {part: doc}
+    return doc
+
+
+# The Google provider's answers (tpuray/data/provider_force_new.yaml, read from its source).
 @pytest.mark.parametrize(
     ("type_", "path", "replaces"),
     [
-        (POOL, "nodeConfig.machineType", True),
-        (POOL, "placementPolicy.tpuTopology", True),  # under a ForceNew field
-        (POOL, "nodeConfig.reservationAffinity.values[0]", True),
-        (POOL, "nodeConfig.oauthScopes[0]", True),  # an item of a ForceNew list
+        (POOL, "nodeConfig.spot", True),  # Spot and on-demand VMs are different instances
+        (POOL, "nodeConfig.machineType", False),  # the provider changes the machine type in place
+        (POOL, "initialNodeCount", True),
+        (POOL, "nodeCount", False),  # resized in place
+        (POOL, "placementPolicy.tpuTopology", False),  # a field of a ForceNew block answers for itself
+        (POOL, "nodeConfig.reservationAffinity.values[0]", True),  # an item of a ForceNew list
         (POOL, "nodeConfig.labels.team", False),
-        (POOL, "nodeConfig.spotPrice", False),  # shares a prefix with nodeConfig.spot, not a path
-        (POOL, "autoscaling.maxNodeCount", False),
+        (POOL, "autoscaling.totalMaxNodeCount", False),
         (RAYJOB, "metadata.name", True),
         (RAYJOB, "spec.entrypoint", False),
-        ("gcp:storage/bucket:Bucket", "name", False),  # no replace fields known: an update
+        ("gcp:storage/bucket:Bucket", "name", False),  # a type the data does not cover: an update
     ],
 )
 def test_a_change_replaces_only_under_a_force_new_field(type_: str, path: str, replaces: bool) -> None:
-    assert diff._replaces(type_, FieldChange(path, 1, 2)) is replaces
+    old, new = _doc(path, 1), _doc(path, 2)
+    assert diff._replaces(type_, FieldChange(path, 1, 2), old, new) is replaces
 
 
 def test_resources_are_added_removed_replaced_or_updated() -> None:
-    base = side({(POOL, "a"): {"nodeConfig": {"machineType": "x"}}, (POOL, "b"): {"n": 1}, (POOL, "gone"): {}})
-    head = side({(POOL, "a"): {"nodeConfig": {"machineType": "y"}}, (POOL, "b"): {"n": 2}, (POOL, "new"): {}})
-    got = [(r.action, r.type, r.name, [f.path for f in r.fields]) for r in diff.resource_changes(base, head)]
+    base = side({(POOL, "a"): {"nodeConfig": {"spot": True}}, (POOL, "b"): {"nodeCount": 1}, (POOL, "gone"): {}})
+    head = side({(POOL, "a"): {"nodeConfig": {"spot": False}}, (POOL, "b"): {"nodeCount": 2}, (POOL, "new"): {}})
+    got = [
+        (r.action, r.type, r.name, [(f.path, f.replaces) for f in r.fields]) for r in diff.resource_changes(base, head)
+    ]
     assert got == [
-        ("replace", POOL, "a", ["nodeConfig.machineType"]),
-        ("update", POOL, "b", ["n"]),
+        ("replace", POOL, "a", [("nodeConfig.spot", True)]),
+        ("update", POOL, "b", [("nodeCount", False)]),
         ("remove", POOL, "gone", []),
         ("add", POOL, "new", []),
     ]
+
+
+def test_a_replacing_change_says_so_in_its_text() -> None:
+    change = FieldChange("nodeConfig.spot", True, False, replaces=True)
+    assert change.text() == "nodeConfig.spot: true → false (forces replacement)"
 
 
 def test_an_unchanged_resource_is_not_listed() -> None:
@@ -174,7 +192,10 @@ def test_a_resource_change_serializes_absent_values_as_null() -> None:
         "action": "update",
         "type": POOL,
         "name": "a",
-        "fields": [{"path": "n", "old": None, "new": 2}, {"path": "m", "old": 1, "new": None}],
+        "fields": [
+            {"path": "n", "old": None, "new": 2, "replaces": False},
+            {"path": "m", "old": 1, "new": None, "replaces": False},
+        ],
     }
 
 

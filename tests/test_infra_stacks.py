@@ -57,6 +57,14 @@ def test_cpu_pool_for_ray_heads_exists(stack_run):
     assert cpu["nodeConfig"]["machineType"] == stack_run.config.cluster.cpu_pool.machine_type
 
 
+def test_the_cpu_pool_is_sized_by_the_autoscaler_alone_so_a_new_minimum_updates_it_in_place():
+    from tests.conftest import mocked
+
+    (cpu,) = [r.inputs for r in mocked("prod").of_type(NODE_POOL) if r.inputs["name"] == "ray-system"]
+    assert cpu["autoscaling"] == {"totalMinNodeCount": 2, "totalMaxNodeCount": 6}
+    assert "initialNodeCount" not in cpu and "nodeCount" not in cpu
+
+
 def test_multi_host_slices_get_one_node_pool_each_with_hosts_nodes_and_compact_tpu_topology(stack_run):
     for pool in stack_run.config.slice_pools:
         shape = facts.shape(stack_run.stack, pool.name)
@@ -69,7 +77,9 @@ def test_multi_host_slices_get_one_node_pool_each_with_hosts_nodes_and_compact_t
                 assert node_pool["placementPolicy"] == {"type": "COMPACT", "tpuTopology": shape.topology}
         else:
             (node_pool,) = pools
-            assert node_pool["initialNodeCount"] == pool.slices
+            # node_count: the provider resizes it in place (initial_node_count would replace the pool)
+            assert node_pool["nodeCount"] == pool.slices
+            assert "initialNodeCount" not in node_pool
             assert "placementPolicy" not in node_pool
 
 
@@ -87,7 +97,7 @@ def test_dev_node_pools_literally():
     assert (train["nodeConfig"]["machineType"], train["initialNodeCount"]) == ("ct6e-standard-4t", 4)
     assert train["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
     serve = pools["v6e-serve-dev"]
-    assert (serve["nodeConfig"]["machineType"], serve["initialNodeCount"]) == ("ct6e-standard-4t", 1)
+    assert (serve["nodeConfig"]["machineType"], serve["nodeCount"]) == ("ct6e-standard-4t", 1)
 
 
 def test_first_capacity_tier_sets_spot_or_specific_reservation_affinity(stack_run):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuray import cost as costmod
-from tpuray import errors, preview_fork
+from tpuray import errors, force_new, preview_fork
 from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stack_file_in, stack_names
 
 EXIT_MANDATORY = 1
@@ -36,22 +36,9 @@ EXIT_BAD_REF = 2
 EXIT_INVALID = 2  # the head stack does not evaluate: bad config or inputs the provider SDK refuses
 PREVIEW_TIMEOUT_S = 300
 
-# Input paths whose change makes the provider replace the resource instead of updating it
-# (ForceNew in the Google provider, immutable Kubernetes identity). A reviewer's heuristic:
-# `pulumi preview` against the real backend is authoritative.
-REPLACE_FIELDS: dict[str, tuple[str, ...]] = {
-    "gcp:container/nodePool:NodePool": (
-        "name", "project", "cluster", "location", "initialNodeCount", "placementPolicy",
-        "nodeConfig.spot", "nodeConfig.flexStart", "nodeConfig.reservationAffinity",
-        "nodeConfig.machineType", "nodeConfig.serviceAccount", "nodeConfig.oauthScopes",
-    ),
-    "gcp:container/cluster:Cluster": (
-        "name", "project", "location", "network", "subnetwork", "privateClusterConfig.enablePrivateNodes",
-        "privateClusterConfig.masterIpv4CidrBlock", "networkingMode", "ipAllocationPolicy",
-    ),
-    "gcp:serviceaccount/account:Account": ("accountId", "project"),
-    "gcp:compute/resourcePolicy:ResourcePolicy": ("name", "project", "region", "workloadPolicy"),
-}  # fmt: skip
+# Which changed inputs replace a Google resource instead of updating it: ForceNew read from the
+# provider's source (tpuray/force_new.py, tpuray/data/provider_force_new.yaml). Kubernetes
+# objects are replaced when their identity changes.
 K8S_REPLACE_FIELDS = ("apiVersion", "kind", "metadata.name", "metadata.namespace")
 
 
@@ -203,9 +190,12 @@ class FieldChange:
     path: str
     old: Any
     new: Any
+    replaces: bool = False  # this change alone makes the provider replace the resource
 
     def text(self, width: int = 70) -> str:
-        return f"{self.path}: {show(self.old, width)} → {show(self.new, width)}"
+        return f"{self.path}: {show(self.old, width)} → {show(self.new, width)}" + (
+            " (forces replacement)" if self.replaces else ""
+        )
 
 
 def _norm(value: Any) -> Any:
@@ -240,9 +230,10 @@ def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]
     return changes
 
 
-def _replaces(type_: str, change: FieldChange) -> bool:
-    fields = K8S_REPLACE_FIELDS if type_.startswith("kubernetes:") else REPLACE_FIELDS.get(type_, ())
-    return any(change.path == f or change.path.startswith((f + ".", f + "[")) for f in fields)
+def _replaces(type_: str, change: FieldChange, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    if type_.startswith("kubernetes:"):
+        return any(change.path == f or change.path.startswith((f + ".", f + "[")) for f in K8S_REPLACE_FIELDS)
+    return force_new.replaces(type_, old, new, change.path) is not None
 
 
 @dataclass
@@ -257,7 +248,9 @@ class ResourceChange:
             "action": self.action,
             "type": self.type,
             "name": self.name,
-            "fields": [{"path": f.path, "old": _j(f.old), "new": _j(f.new)} for f in self.fields],
+            "fields": [
+                {"path": f.path, "old": _j(f.old), "new": _j(f.new), "replaces": f.replaces} for f in self.fields
+            ],
         }
 
 
@@ -276,8 +269,10 @@ def resource_changes(base: Side, head: Side) -> list[ResourceChange]:
             out.append(ResourceChange("remove", type_, name))
         else:
             changes = field_changes(a[key], b[key])
+            for c in changes:
+                c.replaces = _replaces(type_, c, a[key], b[key])
             if changes:
-                action = "replace" if any(_replaces(type_, c) for c in changes) else "update"
+                action = "replace" if any(c.replaces for c in changes) else "update"
                 out.append(ResourceChange(action, type_, name, changes))
     return out
 

@@ -139,7 +139,11 @@ class GkeCluster(pulumi.ComponentResource):
             project=project,
             cluster=cluster.name,
             location=args.gcp.region,
-            initial_node_count=cfg.cpu_pool.min_nodes,
+            # Sized by the autoscaler alone: initial_node_count is ForceNew in the provider, so a
+            # new minNodes would replace the pool (every Ray head on it) rather than update it
+            # (tpuray/data/provider_force_new.yaml); node_count would fight the autoscaler. The
+            # provider's advice for initial_node_count: "If you don't need this value, don't set it"
+            # (pulumi_gcp NodePool). The pending Ray heads and system pods bring the first nodes.
             autoscaling={
                 "total_min_node_count": cfg.cpu_pool.min_nodes,
                 "total_max_node_count": cfg.cpu_pool.max_nodes,

@@ -6,6 +6,10 @@ HIGH_THROUGHPUT), so that
 GKE creates and deletes all its VMs together. A single-host shape is one pool with one
 node per slice. The pools serve the chain's first capacity tier; the later tiers are
 ComputeClass priorities that GKE auto-provisions (see CapacityChain).
+
+How a pool's size is declared decides whether scaling it replaces it (`pool_size`): the
+provider marks initial_node_count ForceNew and node_count not (tpuray/data/provider_force_new.yaml),
+and the pools have fixed names, so a replacement deletes every node of the pool first.
 """
 
 from __future__ import annotations
@@ -25,6 +29,27 @@ from tpuray.config import CapacityTier, SlicePoolConfig
 def capacity_node_config(tier: CapacityTier, project: str) -> dict:
     """The node_config fields that express one capacity tier (its row in tpuray/capacity.py)."""
     return tier.kind.node_config(tier.reservation, project)
+
+
+def pool_size(multi_host: bool, from_zero: bool, nodes: int) -> dict:
+    """The NodePool arguments that size one pool of `nodes` nodes:
+    - capacity that arrives from zero (flex-start): the autoscaler, 0..nodes, which updates in
+      place; initial_node_count 0 never changes;
+    - a multi-host slice: initial_node_count = its hosts, ForceNew on purpose. The pool is one
+      slice; GKE adds no node to a multi-host TPU slice node pool once created ("you can't add
+      nodes to it ... you must create a new node pool",
+      https://cloud.google.com/kubernetes-engine/docs/concepts/tpus), so another host count
+      (another topology) has to be a new pool. More slices are more pools, never a bigger one;
+    - single-host slices, one node each: node_count, which the provider resizes in place
+      (`slices` is routine scaling: tests/test_force_new.py)."""
+    if from_zero:
+        return {
+            "initial_node_count": 0,
+            "autoscaling": {"total_min_node_count": 0, "total_max_node_count": nodes, "location_policy": "ANY"},
+        }
+    if multi_host:
+        return {"initial_node_count": nodes}
+    return {"node_count": nodes}
 
 
 @dataclass(frozen=True)
@@ -82,15 +107,7 @@ class SlicePool(pulumi.ComponentResource):
                 cluster=args.cluster_name,
                 location=args.region,
                 node_locations=[args.zone],
-                # Flex-start capacity arrives through the autoscaler, from zero.
-                initial_node_count=0 if from_zero else nodes_per_pool,
-                autoscaling={
-                    "total_min_node_count": 0,
-                    "total_max_node_count": nodes_per_pool,
-                    "location_policy": "ANY",
-                }
-                if from_zero
-                else None,
+                **pool_size(shape.multi_host, from_zero, nodes_per_pool),
                 placement_policy=placement,
                 management={"auto_repair": tier.kind.auto_repair, "auto_upgrade": True},
                 node_config={

@@ -213,7 +213,8 @@ def markdown(report: Report) -> str:
                 for r in changed:
                     out.append(f"- **{r.action}** `{r.type}` `{r.name}`")
                     for f in r.fields[:FIELD_LIMIT]:
-                        out.append(f"  - {_code(f.path)}: {_code(show(f.old))} → {_code(show(f.new))}")
+                        forces = " **(forces replacement)**" if f.replaces else ""
+                        out.append(f"  - {_code(f.path)}: {_code(show(f.old))} → {_code(show(f.new))}{forces}")
                     if len(r.fields) > FIELD_LIMIT:
                         out.append(f"  - … and {len(r.fields) - FIELD_LIMIT} more")
                 out += ["", "</details>"]
@@ -248,6 +249,8 @@ def markdown(report: Report) -> str:
         '`tpuray:prices`); "at least" = a part priced at its published floor. Not included: '
         + "; ".join(costmod.NOT_INCLUDED)
         + ". "
-        "Replace vs update is inferred from the providers' immutable fields; `pulumi preview` is authoritative.</sub>",
+        "Replace vs update: the Google provider's ForceNew fields read from its source "
+        "(`tpuray/data/provider_force_new.yaml`, docs/seams.md) and Kubernetes object identity; "
+        "`pulumi preview` is authoritative.</sub>",
     ]
     return "\n".join(out)

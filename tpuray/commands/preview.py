@@ -78,9 +78,13 @@ def key_inputs(r: MockedResource) -> str:
     if r.type == "gcp:container/nodePool:NodePool":
         nc = i.get("nodeConfig", {})
         tier = capacity.tier_of_node_config(nc).describe_node_config(nc)
-        size = _n(i.get("initialNodeCount", 0))
+        # Autoscaled pools: the minimum and the maximum; fixed ones: node_count (single-host) or the
+        # slice's initial_node_count (multi-host; infra/components/slice_pool.py pool_size).
         if i.get("autoscaling"):
-            size += f" (max {_n(_get(i, 'autoscaling', 'totalMaxNodeCount'))})"
+            low, high = _get(i, "autoscaling", "totalMinNodeCount") or 0, _get(i, "autoscaling", "totalMaxNodeCount")
+            size = f"{_n(low)} (max {_n(high)})"
+        else:
+            size = _n(i.get("nodeCount", i.get("initialNodeCount", 0)))
         placement = i.get("placementPolicy") or {}
         where = f" {placement.get('type', 'policy')} {placement.get('tpuTopology', '')}".rstrip() if placement else ""
         return f"{nc.get('machineType')} nodes={size} {tier}{where}"
