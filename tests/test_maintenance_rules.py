@@ -9,22 +9,14 @@ from typing import Any
 
 import pytest
 
+from tests.stack_edits import STACKS, errors
 from tpuray import maintenance_rules
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stacks_dir
+from tpuray.config import parse_stack_config
 
-STACKS = {name: read_stack_file(stacks_dir() / f"Pulumi.{name}.yaml") for name in ("dev", "staging", "prod")}
 AVAILABILITY = (
     "GKE needs at least 48 hours of maintenance availability in every rolling 32-day window, counting "
     "stretches of 4 hours or more"
 )
-
-
-def errors(stack: str, edit: Any) -> list[str]:
-    raw = copy.deepcopy(STACKS[stack])
-    edit(raw)
-    with pytest.raises(ConfigError) as info:
-        parse_stack_config(raw, stack)
-    return info.value.lines
 
 
 def window(**keys: str) -> Any:

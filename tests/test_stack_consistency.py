@@ -8,20 +8,12 @@ from typing import Any
 
 import pytest
 
+from tests.stack_edits import STACKS, errors
 from tpuray import stack_consistency
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stacks_dir
+from tpuray.config import parse_stack_config
 
-STACKS = {name: read_stack_file(stacks_dir() / f"Pulumi.{name}.yaml") for name in ("dev", "staging", "prod")}
 ORDER = "a ComputeClass tries its priorities in order, so the second copy never gets a turn"
 DIGEST = "sha256:" + "4f" * 32
-
-
-def errors(stack: str, edit: Any) -> list[str]:
-    raw = copy.deepcopy(STACKS[stack])
-    edit(raw)
-    with pytest.raises(ConfigError) as info:
-        parse_stack_config(raw, stack)
-    return info.value.lines
 
 
 def pool(c: dict[str, Any], i: int = 0) -> dict[str, Any]:

@@ -10,18 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.stack_edits import STACKS, errors
 from tpuray import catalog, tpu_zones
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stacks_dir
-
-STACKS = {name: read_stack_file(stacks_dir() / f"Pulumi.{name}.yaml") for name in ("dev", "staging", "prod")}
-
-
-def errors(stack: str, edit: Any) -> list[str]:
-    raw = copy.deepcopy(STACKS[stack])
-    edit(raw)
-    with pytest.raises(ConfigError) as info:
-        parse_stack_config(raw, stack)
-    return info.value.lines
+from tpuray.config import parse_stack_config
 
 
 def parses(stack: str, edit: Any) -> bool:
