@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from tpuray import catalog
 from tpuray.labels import (
     GKE_TPU_ACCELERATOR,
@@ -76,6 +78,16 @@ def show(value: Any) -> str:
 class RayClusterSpec:
     spec: dict[str, Any]
     path: str  # where it sits in the object: spec, spec.rayClusterSpec, spec.rayClusterConfig
+
+
+def serve_applications(raw: Any) -> list[dict[str, Any]]:
+    """The applications of a RayService's serveConfigV2 text, each a mapping; none when the text is
+    missing or not YAML (serve-tpu-topology names a Serve config that is not YAML)."""
+    try:
+        doc = yaml.safe_load(raw) if isinstance(raw, str) else None
+    except yaml.YAMLError:
+        return []
+    return [as_dict(app) for app in as_list(as_dict(doc).get("applications"))]
 
 
 def cluster_spec(obj: dict[str, Any]) -> RayClusterSpec | None:

@@ -24,12 +24,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
 from tpuray import labels
 from tpuray.llm_stack import OPENAI_APP_IMPORT_PATH
 from tpuray.policies.core import GKE, MANDATORY, Resource, Rule
-from tpuray.policies.kube import RAY_TYPES, as_dict, as_list, cluster_spec, groups, show
+from tpuray.policies.kube import RAY_TYPES, as_dict, cluster_spec, groups, serve_applications, show
 
 SERVE_LLM_MODULE = OPENAI_APP_IMPORT_PATH.split(":")[0]  # ray.serve.llm
 # This project's serve-llm build in Artifact Registry, by digest (tpuray/images.py image_for).
@@ -38,15 +36,11 @@ _SERVE_LLM_IMAGE = re.compile(r"^[a-z0-9-]+-docker\.pkg\.dev/[^/@\s]+/[^/@\s]+/s
 
 def _llm_applications(raw: Any) -> list[tuple[int, str, str]]:
     """(index, name, import_path) of each serveConfigV2 application built by ray.serve.llm."""
-    try:
-        doc = yaml.safe_load(raw) if isinstance(raw, str) else None
-    except yaml.YAMLError:
-        return []  # serve-tpu-topology names a Serve config that is not YAML
     found = []
-    for i, app in enumerate(as_list(as_dict(doc).get("applications"))):
-        path = as_dict(app).get("import_path")
+    for i, app in enumerate(serve_applications(raw)):
+        path = app.get("import_path")
         if isinstance(path, str) and path.strip().split(":")[0] == SERVE_LLM_MODULE:
-            found.append((i, str(as_dict(app).get("name", i)), path.strip()))
+            found.append((i, str(app.get("name", i)), path.strip()))
     return found
 
 

@@ -24,12 +24,19 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
 from tpuray.hf_token import plaintext_token_paths
 from tpuray.llm_stack import SECRET_MANAGER_CSI_DRIVER
 from tpuray.policies.core import GKE, MANDATORY, PROJECT, Finding, Resource, Rule
-from tpuray.policies.kube import RAY_TYPES, Group, RayClusterSpec, as_dict, as_list, cluster_spec, groups
+from tpuray.policies.kube import (
+    RAY_TYPES,
+    Group,
+    RayClusterSpec,
+    as_dict,
+    as_list,
+    cluster_spec,
+    groups,
+    serve_applications,
+)
 
 CONFIG_MAP_TYPE = "kubernetes:core/v1:ConfigMap"
 RAY_SERVICE_TYPES = tuple(t for t in RAY_TYPES if t.endswith(":RayService"))
@@ -49,13 +56,8 @@ def _no_plaintext_token(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 
 def _token_paths(raw: Any) -> list[tuple[str, str]]:
     """(where, HF_TOKEN_PATH) of each LLMConfig of a serveConfigV2 that sets one."""
-    try:
-        doc = yaml.safe_load(raw) if isinstance(raw, str) else None
-    except yaml.YAMLError:
-        return []  # serve-tpu-topology names a Serve config that is not YAML
     found = []
-    for i, app in enumerate(as_list(as_dict(doc).get("applications"))):
-        app = as_dict(app)
+    for i, app in enumerate(serve_applications(raw)):
         for j, llm in enumerate(as_list(as_dict(app.get("args")).get("llm_configs"))):
             path = as_dict(as_dict(as_dict(llm).get("runtime_env")).get("env_vars")).get("HF_TOKEN_PATH")
             if isinstance(path, str) and path:
