@@ -420,3 +420,20 @@ def test_compare_keeps_both_sides_and_their_costs() -> None:
     d = diff.compare("dev", Path("."), Path("."), base, head)
     assert (d.base, d.head) == (base, head)
     assert (d.cost.base, d.cost.head) == (cost_doc(1.0), cost_doc(2.0))
+
+
+def test_the_pr_comment_marks_the_field_that_forces_the_replacement() -> None:
+    from tpuray.commands.diff import markdown
+
+    change = ResourceChange(
+        "replace",
+        POOL,
+        "v6e-serve-dev-0",
+        [
+            FieldChange("nodeConfig.labels.tpuray.dev/capacity-tier", "spot", "on-demand"),
+            FieldChange("nodeConfig.spot", True, False, replaces=True),
+        ],
+    )
+    lines = markdown(Report("main", "abc1234567", [stack_diff(side(), resources=[change])])).splitlines()
+    assert "  - `nodeConfig.spot`: `true` → `false` **(forces replacement)**" in lines
+    assert '  - `nodeConfig.labels.tpuray.dev/capacity-tier`: `"spot"` → `"on-demand"`' in lines
