@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -128,6 +129,7 @@ def observed(cluster: EmulatedCluster) -> Iterator[dict[str, Any]]:
     finally:
         (work / "release").touch()
         fit.join(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def object_pods() -> tuple[list[dict[str, Any]], dict[str, Pod]]:
