@@ -105,7 +105,11 @@ def test_opting_in_enforces_binary_authorization_and_admits_the_ray_image_by_dig
     }
     assert policy.inputs["admissionWhitelistPatterns"] == [{"namePattern": DIGEST_IMAGE}]
     assert policy.inputs["globalPolicyEvaluationMode"] == "ENABLE"
-    assert policy_violations(run) == []  # a digest-pinned rayproject image still names its Ray version
+    # A digest-pinned rayproject image still names its Ray version, but prod serves with Ray Serve
+    # LLM, and the override puts every group on an image without vLLM (issue 31, item 8).
+    assert {(v.policy, v.resource) for v in policy_violations(run)} == {
+        ("serve-llm-vllm-image", "RayService/tpuray-prod-serve")
+    }
 
 
 # ---------------------------------------------------------------------------- config mistakes
