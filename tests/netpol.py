@@ -11,7 +11,11 @@ https://kubernetes.io/docs/concepts/services-networking/network-policies/:
   a range); a peer with only podSelector means pods of the policy's namespace, only
   namespaceSelector any pod of the matching namespaces, both: both must match;
 - an empty selector matches everything; matchLabels and matchExpressions are ANDed.
-Only what the rendered policies use is modelled: numbered ports (not named ones), TCP.
+Egress is the mirror image (`egress_admits`): a pod is isolated for egress when some policy with
+`Egress` in policyTypes selects it; then a connection leaves only when a selecting policy has an
+egress rule whose `to` matches the destination (a pod by its labels and namespace, or an address
+by ipBlock, `except` excluded) and whose `ports` match port and protocol.
+Only what the rendered policies use is modelled: numbered ports (not named ones); TCP and UDP.
 """
 
 from __future__ import annotations
@@ -102,3 +106,38 @@ def admits(policies: list[dict[str, Any]], source: Pod, target: Pod, first: int,
     """Whether every port of first..last on `target` admits connections from `source`."""
     last = first if last is None else last
     return any(a <= first and last <= b for a, b in admitted_ranges(policies, source, target))
+
+
+def _selecting_egress(policies: list[dict[str, Any]], source: Pod) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in policies
+        if "Egress" in p["spec"].get("policyTypes", [])
+        and p["metadata"].get("namespace", source.namespace) == source.namespace
+        and matches(p["spec"]["podSelector"], source.labels)
+    ]
+
+
+def _port_matches(entry: dict[str, Any], port: int, protocol: str) -> bool:
+    first = int(entry["port"])
+    return entry.get("protocol", "TCP") == protocol and first <= port <= int(entry.get("endPort", first))
+
+
+def egress_admits(
+    policies: list[dict[str, Any]], source: Pod, destination: Pod | str, port: int, protocol: str = "TCP"
+) -> bool:
+    """Whether `source` may open a connection to `destination` (a pod, or an IP address) on port/protocol."""
+    selecting = _selecting_egress(policies, source)
+    if not selecting:
+        return True
+    target = destination if isinstance(destination, Pod) else Pod({}, namespace="", ip=destination)
+    for policy in selecting:
+        for rule in policy["spec"].get("egress", []):
+            peers = rule.get("to")
+            # An address is no pod: only ipBlock peers can match it (its namespace is "").
+            if peers and not any(_peer_matches(peer, target, source.namespace) for peer in peers):
+                continue
+            ports = rule.get("ports")
+            if not ports or any(_port_matches(p, port, protocol) for p in ports):
+                return True
+    return False

@@ -35,9 +35,9 @@ def stack_with(tmp_path: Path, stack: str, edit) -> StackRun:
 def test_workload_identity_binding_waits_for_the_cluster_and_uses_its_workload_pool():
     run = mocked("dev")
     cluster = one(run, CLUSTER, "gke")
-    binding = one(run, "gcp:serviceaccount/iAMMember:IAMMember", "ray-wi")
+    binding = one(run, "gcp:serviceaccount/iAMMember:IAMMember", "ray-wi-ray-worker")
     assert cluster.inputs["workloadIdentityConfig"] == {"workloadPool": "acme-ml-dev.svc.id.goog"}
-    assert binding.inputs["member"] == "serviceAccount:acme-ml-dev.svc.id.goog[ray/ray-workload]"
+    assert binding.inputs["member"] == "serviceAccount:acme-ml-dev.svc.id.goog[ray/ray-worker]"
     # Registered only once the cluster (which creates the pool) is: it depends on its output.
     assert binding.order > cluster.order
 

@@ -7,6 +7,7 @@ missing tool is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -346,6 +347,165 @@ def test_the_operator_submits_the_rendered_entrypoint_once_the_rayjob_pods_run(c
     )  # fmt: skip
     assert "ray job submit" in command
     assert job["spec"]["entrypoint"] in command
+
+
+# --- who may call the API server (issue 36, item 4) ---------------------------------------
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _may(plane: ControlPlane, namespace: str, account: str, verb: str, resource: str, group: str = "") -> bool:
+    """The API server's own RBAC verdict for a service account (a SubjectAccessReview)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{namespace}:{account}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+            "resourceAttributes": {"namespace": namespace, "verb": verb, "group": group, "resource": resource},
+        },
+    }
+    response = plane.session.post(
+        f"{plane.url}/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review, timeout=10
+    )
+    response.raise_for_status()
+    return bool(response.json()["status"].get("allowed"))
+
+
+def _token_volumes(pod_spec: dict[str, Any]) -> list[str]:
+    """Volumes carrying a service account token (the ServiceAccount admission plugin's kube-api-access-*)."""
+    return [
+        v["name"]
+        for v in pod_spec.get("volumes", [])
+        if any("serviceAccountToken" in src for src in v.get("projected", {}).get("sources", []))
+    ]
+
+
+@pytest.fixture(scope="module")
+def prod_pods(control_plane: ControlPlane) -> dict[str, dict[str, Any]]:
+    """prod applied and reconciled: '<object>/<group>' -> one pod the operator created for it,
+    once the operator has bound its autoscaler Role (prod's RayJob autoscales)."""
+    applied = _apply_stack(control_plane, "prod")
+    found: dict[str, dict[str, Any]] = {}
+    for obj in (sent for sent, _ in applied if sent["apiVersion"] == "ray.io/v1"):
+        cluster = _owned_cluster_name(control_plane, obj)
+        pods = _wait_for(
+            lambda c=cluster: control_plane.list("v1", "Pod", "ray", f"ray.io/cluster={c}"), lambda p: len(p) >= 2
+        )
+        for pod in pods:
+            found.setdefault(f"{obj['metadata']['name']}/{pod['metadata']['labels']['ray.io/group']}", pod)
+        if obj["kind"] == "RayJob":
+            bound = _wait_for(
+                lambda c=cluster: [
+                    b
+                    for b in control_plane.list("rbac.authorization.k8s.io/v1", "RoleBinding", "ray")
+                    if b["metadata"]["name"] == c
+                ],
+                bool,
+            )
+            assert bound, control_plane.log("kuberay-operator")[-3000:]
+    return found
+
+
+def test_kuberay_binds_its_autoscaler_role_to_the_head_account_alone(
+    control_plane: ControlPlane, prod_pods: dict[str, dict[str, Any]]
+) -> None:
+    head = prod_pods["tpuray-prod-train/headgroup"]["spec"]["serviceAccountName"]
+    assert head == "ray-head"
+    assert _may(control_plane, "ray", head, "patch", "pods")
+    assert _may(control_plane, "ray", head, "patch", "rayclusters", "ray.io")
+
+
+def test_the_serving_and_training_worker_pods_accounts_cannot_patch_a_pod_or_a_raycluster(
+    control_plane: ControlPlane, prod_pods: dict[str, dict[str, Any]]
+) -> None:
+    accounts = {
+        where: prod_pods[where]["spec"]["serviceAccountName"]
+        for where in (
+            "tpuray-prod-serve/serve-v5litepod-8",
+            "tpuray-prod-serve/headgroup",
+            "tpuray-prod-train/train-v6e-16",
+        )
+    }
+    assert accounts == {
+        "tpuray-prod-serve/serve-v5litepod-8": "ray-serve",
+        "tpuray-prod-serve/headgroup": "ray-serve-head",
+        "tpuray-prod-train/train-v6e-16": "ray-worker",
+    }
+    allowed = [
+        f"{account} {verb} {resource}"
+        for account in accounts.values()
+        for verb, resource, group in (("patch", "pods", ""), ("patch", "rayclusters", "ray.io"), ("get", "secrets", ""))
+        if _may(control_plane, "ray", account, verb, resource, group)
+    ]
+    assert allowed == []
+
+
+def test_a_patch_of_a_pod_impersonating_the_serving_account_is_refused(
+    control_plane: ControlPlane, prod_pods: dict[str, dict[str, Any]]
+) -> None:
+    replica = prod_pods["tpuray-prod-serve/serve-v5litepod-8"]
+    target = prod_pods["tpuray-prod-train/train-v6e-16"]["metadata"]["name"]
+    response = control_plane.session.patch(
+        control_plane.path("v1", "Pod", target, "ray"),
+        data=json.dumps({"metadata": {"labels": {"tpuray.dev/ray-object": "tpuray-prod-serve"}}}),
+        headers={
+            "Content-Type": "application/merge-patch+json",
+            "Impersonate-User": f"system:serviceaccount:ray:{replica['spec']['serviceAccountName']}",
+            "Impersonate-Group": "system:serviceaccounts",
+        },
+        timeout=10,
+    )
+    assert response.status_code == 403, response.text
+    assert 'cannot patch resource "pods"' in response.json()["message"]
+
+
+def test_no_pod_the_operator_creates_mounts_an_api_token_but_the_autoscaler_sidecar(
+    prod_pods: dict[str, dict[str, Any]],
+) -> None:
+    """What the API server stored after its ServiceAccount admission plugin ran."""
+    mounting = {
+        f"{where}/{c['name']}": [m["name"] for m in c.get("volumeMounts", []) if m["mountPath"] == TOKEN_DIR]
+        for where, pod in prod_pods.items()
+        for c in pod["spec"]["containers"]
+    }
+    assert {k: v for k, v in mounting.items() if v} == {
+        "tpuray-prod-train/headgroup/autoscaler": ["autoscaler-api-token"]
+    }
+    assert {where: _token_volumes(pod["spec"]) for where, pod in prod_pods.items() if _token_volumes(pod["spec"])} == {
+        "tpuray-prod-train/headgroup": ["autoscaler-api-token"]
+    }
+
+
+def test_the_submitter_pod_has_no_token_at_all(
+    control_plane: ControlPlane, prod_pods: dict[str, dict[str, Any]]
+) -> None:
+    """The operator's submitter Job (after the kubelet's part: every RayJob pod running), its pod
+    created as the Job controller would, through admission, with a server-side dry run."""
+    job = "tpuray-prod-train"
+    cluster = prod_pods[f"{job}/headgroup"]["metadata"]["labels"]["ray.io/cluster"]
+    pods = control_plane.list("v1", "Pod", "ray", f"ray.io/cluster={cluster}")
+    for i, pod in enumerate(pods):
+        control_plane.mark_running(pod, f"10.8.3.{i + 2}")
+    submitters = _wait_for(
+        lambda: control_plane.list("batch/v1", "Job", "ray", f"ray.io/originated-from-cr-name={job}"), bool, timeout=90
+    )
+    assert len(submitters) == 1, control_plane.log("kuberay-operator")[-3000:]
+    template = submitters[0]["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{job}-submitter-probe", "namespace": "ray", "labels": template["metadata"]["labels"]},
+        "spec": template["spec"],
+    }
+    stored = control_plane.apply(pod, dry_run=True)
+    assert stored["spec"]["serviceAccountName"] == "ray-submitter"
+    assert stored["spec"]["automountServiceAccountToken"] is False
+    assert _token_volumes(stored["spec"]) == []
+    assert [
+        m for c in stored["spec"]["containers"] for m in c.get("volumeMounts", []) if m["mountPath"] == TOKEN_DIR
+    ] == []
+    assert stored["metadata"]["labels"]["tpuray.dev/submitter-of"] == job
+    assert not _may(control_plane, "ray", "ray-submitter", "get", "pods")
 
 
 # Our rules that mirror the KubeRay operator's own validation (validation.go), decided by

@@ -72,7 +72,7 @@ def test_a_stack_without_a_token_declares_no_add_on_secret_class_grant_or_volume
     assert "secretManagerConfig" not in one(run, CLUSTER).inputs
     assert run.of_type(SECRET_IAM) == [] and run.of_type(SPC) == []
     for _, group in pod_groups(ray_service(run)):
-        assert "volumes" not in group["template"]["spec"]
+        assert [v for v in group["template"]["spec"]["volumes"] if "csi" in v] == []
 
 
 def test_a_token_secret_turns_on_the_gke_secret_manager_add_on(run: StackRun) -> None:
@@ -132,26 +132,27 @@ def test_every_serve_group_mounts_the_token_read_only_where_hf_token_path_points
     assert [name for name, _ in groups] == ["head", "serve-v5litepod-8"]
     for _, group in groups:
         pod = group["template"]["spec"]
-        assert pod["volumes"] == [VOLUME]
-        assert [c["volumeMounts"] for c in pod["containers"]] == [[MOUNT]]
+        assert [v for v in pod["volumes"] if "csi" in v] == [VOLUME]
+        assert [[m for m in c["volumeMounts"] if m["name"] == "hf-token"] for c in pod["containers"]] == [[MOUNT]]
         assert restricted_violations(pod) == []  # a csi volume is allowed by Pod Security `restricted`
 
 
-def test_the_workloads_gsa_reads_that_one_secret_only_after_the_workload_identity_binding(run: StackRun) -> None:
+def test_the_serving_gsa_alone_reads_that_one_secret_only_after_its_workload_identity_bindings(run: StackRun) -> None:
     grant = one(run, SECRET_IAM)
     assert grant.name == "ray-hf-token"
     assert grant.inputs == {
         "project": "acme-ml-prod",
         "secretId": "hf-token",
         "role": "roles/secretmanager.secretAccessor",
-        "member": "serviceAccount:tpuray-prod-ray@acme-ml-prod.iam.gserviceaccount.com",
+        "member": "serviceAccount:tpuray-prod-serve@acme-ml-prod.iam.gserviceaccount.com",
     }
     # Never project-wide: no project IAM member holds the accessor role.
     project_roles = [r.inputs["role"] for r in run.of_type("gcp:projects/iAMMember:IAMMember")]
     assert "roles/secretmanager.secretAccessor" not in project_roles
-    # The KSA -> GSA binding waits for the cluster's workload pool; the grant waits for the binding.
-    cluster, binding = one(run, CLUSTER), one(run, WI_BINDING, "ray-wi")
-    assert cluster.order < binding.order < grant.order
+    # The KSA -> GSA bindings wait for the cluster's workload pool; the grant waits for the bindings.
+    cluster = one(run, CLUSTER)
+    for ksa in ("ray-serve-head", "ray-serve"):
+        assert cluster.order < one(run, WI_BINDING, f"ray-wi-{ksa}").order < grant.order
 
 
 def test_prod_with_a_token_passes_every_policy(run: StackRun) -> None:
@@ -186,7 +187,7 @@ def test_preview_shows_the_add_on_and_the_one_secret_grant(run: StackRun) -> Non
     )
     assert key_inputs(one(run, SECRET_IAM)) == (
         "projects/acme-ml-prod/secrets/hf-token roles/secretmanager.secretAccessor → "
-        "serviceAccount:tpuray-prod-ray@acme-ml-prod.iam.gserviceaccount.com"
+        "serviceAccount:tpuray-prod-serve@acme-ml-prod.iam.gserviceaccount.com"
     )
 
 

@@ -233,14 +233,14 @@ def test_pods_of_the_same_object_are_admitted_on_every_port_and_only_they() -> N
     }
 
 
-def test_dashboard_admits_the_namespace_the_control_plane_and_the_admin_cidr() -> None:
+def test_dashboard_admits_the_objects_own_submitter_the_control_plane_and_the_admin_cidr() -> None:
     policy = _policy("prod", "tpuray-prod-train-ray-admin-head")
     assert policy["spec"]["podSelector"]["matchLabels"] == {
         "tpuray.dev/ray-object": "tpuray-prod-train",
         "tpuray.dev/ray-node": "head",
     }
     assert policy["spec"]["ingress"][0]["from"] == [
-        {"podSelector": {}},
+        {"podSelector": {"matchLabels": {"tpuray.dev/submitter-of": "tpuray-prod-train"}}},
         {"ipBlock": {"cidr": "172.16.0.0/28"}},
         {"ipBlock": {"cidr": "10.128.0.0/16"}},
     ]

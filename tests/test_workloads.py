@@ -246,12 +246,19 @@ def test_nothing_is_exposed_outside_the_cluster(stack_run):
             assert not head.get("enableIngress", False)
 
 
-def test_workload_identity_binds_the_kubernetes_service_account_to_a_gcp_one(stack_run):
-    (ksa,) = [r.inputs for r in stack_run.kubernetes_objects() if r.inputs["kind"] == "ServiceAccount"]
-    gsa = ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
-    assert gsa == facts.WORKLOAD_SERVICE_ACCOUNTS[stack_run.stack]
-    assert gsa != facts.NODE_SERVICE_ACCOUNTS[stack_run.stack]
-    (binding,) = stack_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
-    ns = stack_run.config.workloads.namespace
-    assert binding.inputs["member"] == f"serviceAccount:{stack_run.config.gcp.project}.svc.id.goog[{ns}/ray-workload]"
-    assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
+def test_workload_identity_binds_the_training_kubernetes_service_accounts_to_the_workloads_gsa(stack_run):
+    accounts = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in stack_run.kubernetes_objects()
+        if r.inputs["kind"] == "ServiceAccount"
+    }
+    for name in ("ray-head", "ray-worker"):
+        gsa = accounts[name]["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+        assert gsa == facts.WORKLOAD_SERVICE_ACCOUNTS[stack_run.stack]
+        assert gsa != facts.NODE_SERVICE_ACCOUNTS[stack_run.stack]
+    bindings = {
+        b.inputs["member"]: b.inputs["role"] for b in stack_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    }
+    ns, pool = stack_run.config.workloads.namespace, f"{stack_run.config.gcp.project}.svc.id.goog"
+    assert bindings[f"serviceAccount:{pool}[{ns}/ray-head]"] == "roles/iam.workloadIdentityUser"
+    assert bindings[f"serviceAccount:{pool}[{ns}/ray-worker]"] == "roles/iam.workloadIdentityUser"

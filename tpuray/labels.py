@@ -79,7 +79,10 @@ RENDERED_BY_TPURAY = {MANAGED_BY: "tpuray"}
 # Pod template labels tpuray sets on every Ray pod: what NetworkPolicies select on. KubeRay's
 # own ray.io/cluster value is generated for RayJob and RayService clusters, so it cannot be named.
 RAY_OBJECT = "tpuray.dev/ray-object"  # the RayJob / RayService / RayCluster the pod belongs to
-RAY_NODE = "tpuray.dev/ray-node"  # head | worker
+RAY_NODE = "tpuray.dev/ray-node"  # head | worker | submitter
+# On the RayJob submitter pod instead of RAY_OBJECT: the one pod outside the object that its
+# head's admin NetworkPolicy admits (infra/components/network.py).
+SUBMITTER_OF = "tpuray.dev/submitter-of"
 # Emulator bookkeeping on its raylets (head | tpu-host), never on GKE.
 EMULATOR_ROLE = "tpuray.dev/role"
 # Pod template annotation: the pinned rayproject/ray -tpu base a built image is FROM (the

@@ -12,14 +12,15 @@ which also sets the LLMConfig's HF_TOKEN_PATH), the program declares, and otherw
    driver `secrets-store-gke.csi.k8s.io` (readOnly, `volumeAttributes.secretProviderClass`)
    mounted read-only at llm_stack.HF_TOKEN_DIR, so HF_TOKEN_PATH names a real file;
 4. `roles/secretmanager.secretAccessor` on that one secret (never the project) for the
-   workloads' GCP service account. The add-on authenticates as the pod's Kubernetes service
-   account through Workload Identity; when that account carries the
-   `iam.gke.io/gcp-service-account` annotation (ours does: infra/components/workloads.py), the
+   serving GCP service account alone (`<cluster>-serve`, the GSA of the RayService's pods;
+   training pods act as another: infra/components/identities.py). The add-on authenticates as
+   the pod's Kubernetes service account through Workload Identity; when that account carries the
+   `iam.gke.io/gcp-service-account` annotation (ours do: infra/components/identities.py), the
    provider trades its token for the annotated GSA's, so the GSA is the principal Secret
    Manager sees (GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp auth/auth.go,
    `Token`; the add-on derives from that provider, so it is assumed to do the same: not
    observed on GKE). A binding for the KSA's own `principal://...` would not be used.
-   The grant waits for the KSA->GSA binding, which waits for the cluster's workload pool.
+   The grant waits for the KSA->GSA bindings, which wait for the cluster's workload pool.
 
 Sources: https://cloud.google.com/secret-manager/docs/secret-manager-managed-csi-component
 (the add-on: enable it, authenticate with Workload Identity, a SecretProviderClass, a CSI
@@ -94,11 +95,11 @@ def grant_access(
     name: str,
     cfg: StackConfig,
     gsa_email: pulumi.Input[str],
-    after: pulumi.Resource,
+    after: list[pulumi.Resource],
     opts: pulumi.ResourceOptions,
 ) -> gcp.secretmanager.SecretIamMember | None:
-    """secretAccessor on the token's secret alone for the workloads' GSA, declared after `after`
-    (the Workload Identity binding, itself waiting for the cluster); None without a token."""
+    """secretAccessor on the token's secret alone for the serving GSA, declared after `after`
+    (its Workload Identity bindings, themselves waiting for the cluster); None without a token."""
     version = llm_stack.hf_token_version(cfg)
     if version is None:
         return None
@@ -109,5 +110,5 @@ def grant_access(
         secret_id=secret,
         role=ACCESSOR_ROLE,
         member=pulumi.Output.from_input(gsa_email).apply(lambda email: f"serviceAccount:{email}"),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[after])),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
     )

@@ -13,8 +13,10 @@ of tpuray/ray_ports.py:
   block whatever the next libtpu, JAX or Ray opens. The pods of one object run the same code
   with the same service account, so a port between them is no boundary worth a list
   (tests/test_network_peers.py, tests/test_network_ports_emulated.py);
-- `<obj>-ray-admin-head`: dashboard / Jobs API and Ray Client, from the namespace (the RayJob
-  submitter), the control plane (the GKE-managed KubeRay operator) and the admin CIDRs;
+- `<obj>-ray-admin-head`: dashboard / Jobs API and Ray Client, from the object's own RayJob
+  submitter (labelled tpuray.dev/submitter-of=<obj>; no other pod of the namespace), the control
+  plane (the GKE-managed KubeRay operator) and the admin CIDRs. `kubectl port-forward` needs no
+  rule: its connection starts inside the pod's own network namespace;
 - `<obj>-ray-metrics` (+ `-head`): metrics ports, from Managed Prometheus collectors (gmp-system);
 - `<obj>-ray-ingress` (RayService with a gateway): Serve's HTTP port, from the Gateway's
   proxies and Google's health checkers only. Without a gateway nothing reaches it.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.components import pod_egress
 from tpuray import labels
 from tpuray.config import StackConfig
 from tpuray.ray_ports import SERVE_PORT, Access, RayPort, by_access
@@ -46,13 +49,15 @@ SERVE_HEALTH_PATH = "/-/healthz"
 CERT_MANAGER_OPTION = "networking.gke.io/cert-manager-certs"
 
 
-def default_deny(namespace: str) -> dict[str, Any]:
-    return {
+def default_deny(namespace: str) -> list[dict[str, Any]]:
+    """No ingress and no egress for any pod of the namespace but what a policy admits (pod_egress.py)."""
+    ingress = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": "default-deny-ingress", "namespace": namespace},
         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
     }
+    return [ingress, pod_egress.default_deny_egress(namespace)]
 
 
 def _ports(ports: list[RayPort]) -> list[dict[str, Any]]:
@@ -96,7 +101,10 @@ def object_policies(cfg: StackConfig, kind: str, name: str) -> list[dict[str, An
     """The NetworkPolicies of one KubeRay object (pods labelled tpuray.dev/ray-object=<name>)."""
     own = {labels.RAY_OBJECT: name}
     head = {**own, labels.RAY_NODE: "head"}
-    admin_peers: list[dict[str, Any]] = [{"podSelector": {}}]  # the namespace (RayJob submitter, kubectl exec)
+    # The object's own submitter (a RayJob's), never the rest of the namespace; the control plane; admins.
+    admin_peers: list[dict[str, Any]] = (
+        [{"podSelector": {"matchLabels": {labels.SUBMITTER_OF: name}}}] if kind == "RayJob" else []
+    )
     admin_peers += [{"ipBlock": {"cidr": cidr}} for cidr in (cfg.cluster.master_cidr, *cfg.workloads.admin_cidrs)]
     peers = {
         Access.CLUSTER: [{"podSelector": {"matchLabels": own}}],

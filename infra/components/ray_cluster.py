@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.components import pod_security
+from infra.components import identities, pod_security
 from tpuray import capacity, catalog, images, labels
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig
 from tpuray.ray_ports import MEGASCALE_PORT, PINNED_START_PARAMS
-
-KSA_NAME = "ray-workload"
 
 
 def tpu_worker_group(
@@ -29,6 +27,7 @@ def tpu_worker_group(
     ray: RayConfig,
     group_name: str,
     image: images.ImageRef | None = None,
+    service_account: str = identities.WORKER,
 ) -> dict[str, Any]:
     """One shape's group. Its pods select the shape and the pool's ComputeClass and no capacity
     tier, so GKE walks the class's priorities of that shape (reservation, spot, on-demand...)
@@ -36,7 +35,7 @@ def tpu_worker_group(
     docs/capacity.md says why a tier nodeSelector would leave a pod Pending instead."""
     chips = str(shape.chips_per_host)
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": KSA_NAME,
+        "serviceAccountName": service_account,
         "nodeSelector": {
             labels.GKE_TPU_ACCELERATOR: shape.gke_accelerator,
             labels.GKE_TPU_TOPOLOGY: shape.topology,
@@ -94,28 +93,41 @@ def group_name(role: str, shape: SliceShape) -> str:
 
 
 def tpu_worker_groups(
-    pool: SlicePoolConfig, slices: int, ray: RayConfig, role: str, image: images.ImageRef | None = None
+    pool: SlicePoolConfig,
+    slices: int,
+    ray: RayConfig,
+    role: str,
+    image: images.ImageRef | None = None,
+    service_account: str = identities.WORKER,
 ) -> list[dict[str, Any]]:
     """One group per shape of the chain: the pool's shape, starting with `slices` replicas,
     then each fallback shape, starting empty. The driver scales a fallback group by asking for
     its TPU-<pod type>-head resource (ray_apps/chain.py); GKE picks each replica's tier."""
     groups = [
-        tpu_worker_group(pool, pool.shape, pool.capacity, slices, slices, ray, group_name(role, pool.shape), image)
+        tpu_worker_group(
+            pool, pool.shape, pool.capacity, slices, slices, ray, group_name(role, pool.shape), image, service_account
+        )
     ]
     for fallback in pool.fallback:
         shape = catalog.lookup(fallback.generation, fallback.topology)
-        groups.append(tpu_worker_group(pool, shape, fallback.capacity, 0, slices, ray, group_name(role, shape), image))
+        groups.append(
+            tpu_worker_group(
+                pool, shape, fallback.capacity, 0, slices, ray, group_name(role, shape), image, service_account
+            )
+        )
     return groups
 
 
-def head_group(ray: RayConfig, image: images.ImageRef | None = None) -> dict[str, Any]:
+def head_group(
+    ray: RayConfig, image: images.ImageRef | None = None, service_account: str = identities.HEAD
+) -> dict[str, Any]:
     group: dict[str, Any] = {
         # num-cpus 0: no task or actor is ever scheduled on the head.
         "rayStartParams": {"num-cpus": "0"},
         "serviceType": "ClusterIP",
         "template": {
             "spec": {
-                "serviceAccountName": KSA_NAME,
+                "serviceAccountName": service_account,
                 "nodeSelector": {labels.SYSTEM_POOL: "ray-system"},
                 "containers": [
                     {
@@ -148,9 +160,12 @@ def ray_cluster_spec(
     object_name: str,
     image: images.ImageRef | None = None,
 ) -> dict[str, Any]:
-    groups = tpu_worker_groups(pool, slices, ray, role, image)
-    head = head_group(ray, image)
-    # Pod Security `restricted` and the labels NetworkPolicies select on (pod_security.py, network.py);
+    # One service account per role: KubeRay binds its autoscaler Role to the head's (identities.py).
+    head_account, worker_account = identities.pod_accounts(role)
+    groups = tpu_worker_groups(pool, slices, ray, role, image, worker_account)
+    head = head_group(ray, image, head_account)
+    # Pod Security `restricted`, a read-only root, no API token, and the labels NetworkPolicies
+    # select on (pod_security.py, network.py);
     # Ray's otherwise random ports are pinned so that a NetworkPolicy can name them (tpuray/ray_ports.py).
     pod_security.harden_template(head["template"], object_name, "head")
     head["rayStartParams"].update(PINNED_START_PARAMS)
@@ -166,11 +181,15 @@ def ray_cluster_spec(
     }
     if len(groups) > 1:
         # Autoscaler v2 scales worker groups by the label selectors of pending demand. KubeRay
-        # injects its sidecar into the head pod with this securityContext.
-        spec["autoscalerOptions"] = {
+        # injects its sidecar into the head pod with this securityContext, the head's writable
+        # dirs it uses (Ray's logs it shares with the head, /tmp) and the only API token of the pod.
+        autoscaler: dict[str, Any] = {
             "version": "v2",
             "idleTimeoutSeconds": 600,
             "upscalingMode": "Default",
             "securityContext": pod_security.container_security_context(),
+            "volumeMounts": pod_security.writable_mounts(pod_security.AUTOSCALER_DIRS),
         }
+        identities.autoscaler_token(head["template"]["spec"], autoscaler)
+        spec["autoscalerOptions"] = autoscaler
     return spec

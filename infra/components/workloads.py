@@ -7,22 +7,19 @@ services, and each object carries deadlines so nothing hangs silently.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.components import hf_secret, network, pod_security
-from infra.components.ray_cluster import KSA_NAME, ray_cluster_spec
+from infra.components import hf_secret, identities, network, pod_egress, pod_security
+from infra.components.ray_cluster import ray_cluster_spec
 from ray_apps import contracts, health
 from tpuray import bundle, images, labels, llm_stack
 from tpuray.config import ConfigError, StackConfig
-from tpuray.gcp_rules import service_account_id
 
 
 def bundle_uri(cfg: StackConfig) -> str:
@@ -79,8 +76,11 @@ def train_job(cfg: StackConfig) -> dict[str, Any]:
         "rayClusterSpec": ray_cluster_spec(
             cfg.pool(train.pool), train.slices, cfg.ray, "train", train_name(cfg), images.workload_images(cfg)["train"]
         ),
-        # KubeRay's default submitter pod would not pass Pod Security `restricted`.
-        "submitterPodTemplate": pod_security.submitter_template(images.workload_images(cfg)["train"].image, KSA_NAME),
+        # KubeRay's default submitter pod would not pass Pod Security `restricted`; its own account,
+        # no token, no Google identity (identities.py).
+        "submitterPodTemplate": pod_security.submitter_template(
+            images.workload_images(cfg)["train"].image, identities.SUBMITTER, train_name(cfg)
+        ),
     }
 
 
@@ -197,15 +197,6 @@ def ray_objects(cfg: StackConfig) -> list[tuple[str, str]]:
     return found + ([("RayCluster", interactive_name(cfg))] if wl.interactive else [])
 
 
-def _buckets(*uris: str | None) -> list[str]:
-    found = []
-    for uri in uris:
-        match = re.match(r"^gs://([^/]+)", uri or "")
-        if match and match.group(1) not in found:
-            found.append(match.group(1))
-    return found
-
-
 @dataclass(frozen=True)
 class RayWorkloadsArgs:
     config: StackConfig
@@ -215,7 +206,7 @@ class RayWorkloadsArgs:
 
 
 class RayWorkloads(pulumi.ComponentResource):
-    """The namespace, a Workload Identity service account and the stack's KubeRay objects."""
+    """The namespace, a service account per role (identities.py) and the stack's KubeRay objects."""
 
     def __init__(self, name: str, args: RayWorkloadsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpuray:index:RayWorkloads", name, None, opts)
@@ -232,40 +223,9 @@ class RayWorkloads(pulumi.ComponentResource):
             )
         object_labels = {**labels.RENDERED_BY_TPURAY, "app.kubernetes.io/part-of": cfg.cluster.name}
 
-        # Pods reach GCS (data, checkpoints, code) as this GSA, through Workload Identity.
-        gsa = gcp.serviceaccount.Account(
-            f"{name}-gsa",
-            account_id=service_account_id(cfg.cluster.name, "ray"),
-            display_name=f"Ray workloads of {cfg.cluster.name}",
-            project=cfg.gcp.project,
-            opts=gcp_opts,
-        )
-        wi_binding = gcp.serviceaccount.IAMMember(
-            f"{name}-wi",
-            service_account_id=gsa.name,
-            role="roles/iam.workloadIdentityUser",
-            # From the cluster's own workload pool: the binding waits for the cluster, which
-            # creates the pool (IAM refuses the member before it exists on a fresh project).
-            member=pulumi.Output.concat("serviceAccount:", args.workload_pool, f"[{ns}/{KSA_NAME}]"),
-            opts=gcp_opts,
-        )
-        # The Hugging Face token's secret, readable by the GSA once the KSA may act as it (hf_secret.py).
-        hf_secret.grant_access(name, cfg, gsa.email, wi_binding, gcp_opts)
-        writable = _buckets(wl.train.storage_uri if wl.train else None)
-        readable = _buckets(
-            wl.bundle_uri,
-            wl.train.data_uri if wl.train else None,
-            wl.serve.checkpoint_uri if wl.serve else None,
-            wl.serve.model_source if wl.serve else None,  # llm weights (Ray Serve LLM cloud loading)
-        )
-        for bucket in writable + [b for b in readable if b not in writable]:
-            gcp.storage.BucketIAMMember(
-                f"{name}-{bucket}",
-                bucket=bucket,
-                role="roles/storage.objectUser" if bucket in writable else "roles/storage.objectViewer",
-                member=gsa.email.apply(lambda email: f"serviceAccount:{email}"),
-                opts=gcp_opts,
-            )
+        # Pods reach GCS (data, checkpoints, code, the model mirror) as their role's GSA, through
+        # Workload Identity; the Hugging Face token's grant goes to the serving GSA only.
+        gsas = identities.declare(name, cfg, args.workload_pool, gcp_opts)
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-ns",
@@ -273,16 +233,7 @@ class RayWorkloads(pulumi.ComponentResource):
             opts=k8s_opts,
         )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
-        k8s.core.v1.ServiceAccount(
-            f"{name}-ksa",
-            metadata={
-                "name": KSA_NAME,
-                "namespace": ns,
-                "labels": object_labels,
-                "annotations": {"iam.gke.io/gcp-service-account": gsa.email},
-            },
-            opts=in_ns,
-        )
+        identities.service_accounts(name, cfg, gsas, object_labels, in_ns)
 
         def declare(manifest: dict[str, Any]) -> pulumi.Resource:
             """A namespaced object of another API group (NetworkPolicy, Gateway API, GKE policies)."""
@@ -314,16 +265,22 @@ class RayWorkloads(pulumi.ComponentResource):
         # The token's SecretProviderClass exists before a serve pod mounts it (hf_secret.py).
         provider_class = hf_secret.secret_provider_class(cfg, serve_name(cfg)) if wl.serve else None
         token_class = [declare(provider_class)] if provider_class else []
-        if wl.train:
-            custom("RayJob", train_name(cfg), train_job(cfg), [])
-        if wl.serve:
-            custom("RayService", serve_name(cfg), serve_service(cfg), token_class)
-        if wl.interactive:
-            custom("RayCluster", interactive_name(cfg), interactive_cluster(cfg), [])
-        # Default-deny ingress, per-object Ray policies and the Serve Gateway (network.py).
+        specs = {
+            "RayJob": train_job(cfg) if wl.train else None,
+            "RayService": serve_service(cfg) if wl.serve else None,
+            "RayCluster": interactive_cluster(cfg) if wl.interactive else None,
+        }
         for kind, object_name in ray_objects(cfg):
-            for manifest in network.object_policies(cfg, kind, object_name):
+            custom(kind, object_name, specs[kind], token_class if kind == "RayService" else [])
+        # Default-deny ingress and egress, per-object Ray policies (network.py, pod_egress.py) and
+        # the Serve Gateway.
+        for kind, object_name in ray_objects(cfg):
+            autoscaling = labels.ray_cluster_spec({"kind": kind, "spec": specs[kind]})["enableInTreeAutoscaling"]
+            for manifest in [
+                *network.object_policies(cfg, kind, object_name),
+                *pod_egress.object_policies(cfg, kind, object_name, autoscaling),
+            ]:
                 declare(manifest)
-        for manifest in [network.default_deny(ns), *network.gateway_objects(cfg, serve_name(cfg))]:
+        for manifest in [*network.default_deny(ns), *network.gateway_objects(cfg, serve_name(cfg))]:
             declare(manifest)
-        self.register_outputs({"namespace": ns, "serviceAccount": gsa.email})
+        self.register_outputs({"namespace": ns, "serviceAccounts": {k: g.email for k, g in gsas.items()}})
