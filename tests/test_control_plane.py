@@ -230,12 +230,13 @@ def test_the_hugging_face_token_volume_reaches_the_serve_pods_past_pod_security_
     path.write_text(yaml.safe_dump(doc))
     kinds = ("Namespace", "ServiceAccount", "SecretProviderClass", "RayService")
     objects = [o for o in manifests(run_stack(str(path))) if o["kind"] in kinds]
-    assert [o["kind"] for o in objects] == list(kinds)
+    # The serve head's and the serve workers' own accounts (infra/components/identities.py).
+    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "ServiceAccount", *kinds[2:]]
     control_plane.ensure_namespace("ray-hf")
     stored = {o["kind"]: control_plane.apply(o) for o in objects}
-    assert dropped_fields(objects[2], stored["SecretProviderClass"]) == []
+    assert dropped_fields(objects[3], stored["SecretProviderClass"]) == []
     assert stored["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    cluster = _owned_cluster_name(control_plane, objects[3])
+    cluster = _owned_cluster_name(control_plane, objects[4])
     pods = _wait_for(
         lambda: control_plane.list("v1", "Pod", "ray-hf", f"ray.io/cluster={cluster}"), lambda p: len(p) >= 3
     )

@@ -15,9 +15,21 @@ def test_no_generated_section_is_stale() -> None:
 
 def test_the_policy_table_has_one_row_per_rule_with_its_levels() -> None:
     table = docs.policy_rule_table()
-    assert "| `rayjob-deadlines` | project | RayCluster, RayJob, RayService | mandatory (advisory in dev) | yes |" in table
+    assert (
+        "| `rayjob-deadlines` | project | RayCluster, RayJob, RayService | mandatory (advisory in dev) | yes |" in table
+    )
     assert "| `gke-private-nodes` | project | Cluster | mandatory | no | GKE nodes have private IPs only. |" in table
     assert "| `tpu-num-of-hosts` | gke | RayCluster, RayJob, RayService | mandatory | yes |" in table
+
+
+def test_a_policy_config_entry_of_properties_alone_keeps_the_level_all_gives_it() -> None:
+    # dev, staging and prod set kuberay-field-version's and serve-llm-vllm-image's properties only.
+    table = docs.policy_rule_table()
+    assert (
+        "| `kuberay-field-version` | gke | RayCluster, RayJob, RayService | advisory (mandatory in dev, staging, prod) |"
+        in table
+    )
+    assert "| `serve-llm-vllm-image` | gke | RayCluster, RayJob, RayService | mandatory | yes |" in table
 
 
 def test_a_section_without_markers_is_an_error() -> None:

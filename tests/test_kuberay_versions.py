@@ -145,3 +145,62 @@ def test_every_gke_floor_was_read_in_the_source_it_cites() -> None:
         "TPU7x (Ironwood)": True,
         "flex-start for TPUs": True,
     }
+
+
+# --------------------------------------------------------------------------- fail closed (issue 36, item 6)
+REQUIRED = {"tokenAuthRequired": True}
+
+
+def test_where_token_auth_is_required_a_missing_kuberay_version_is_a_violation() -> None:
+    assert findings(RAYJOB, REQUIRED) == [
+        "RayJob/train: authOptions needs KubeRay >= 1.5.1 and this environment requires token auth but records no "
+        "KubeRay version, so nothing shows that its cluster keeps the field; an older add-on drops it without an "
+        "error: the cluster starts without token auth: the dashboard and Jobs API run code for anyone who reaches "
+        "the head. Record the version the cluster runs as kuberay-field-version.kuberayVersion in "
+        'policies/policy-config.<env>.json (docs/configuration.md, "KubeRay versions")'
+    ]
+
+
+def test_a_required_environment_with_a_recorded_version_compares_with_it_instead() -> None:
+    assert findings(RAYJOB, {**REQUIRED, "kuberayVersion": "1.5.1"}) == []
+
+
+def test_an_object_without_auth_options_is_left_to_ray_token_auth_even_where_it_is_required() -> None:
+    no_auth = copy.deepcopy(RAYJOB)
+    del no_auth["spec"]["rayClusterSpec"]["authOptions"]
+    assert findings(no_auth, REQUIRED) == []
+
+
+def test_every_committed_environment_requires_token_auth_and_records_the_auth_options_floor() -> None:
+    import json
+
+    from tpuray.policies.analyzer import config_file
+
+    recorded = {
+        env: json.loads(config_file(env).read_text())["kuberay-field-version"] for env in ("dev", "staging", "prod")
+    }
+    assert recorded == {env: {"kuberayVersion": "1.5.1", "tokenAuthRequired": True} for env in recorded}
+
+
+def test_tpuray_check_of_a_manifest_never_requires_a_recorded_version(tmp_path, monkeypatch) -> None:
+    """Under a policy config that requires token auth and records no version, the stack's own
+    analysis fires and `tpuray check` (no environment cluster) does not."""
+    import json
+
+    import yaml
+
+    from tpuray.policies import evaluate
+    from tpuray.policies.analyzer import InProcessAnalyzer, Target, analyze, urn
+
+    config = tmp_path / "policy-config.lab.json"
+    config.write_text(json.dumps({"all": "mandatory", "kuberay-field-version": REQUIRED}))
+    manifest = tmp_path / "rayjob.yaml"
+    manifest.write_text(yaml.safe_dump(RAYJOB))
+    target = Target(
+        Resource("kubernetes:ray.io/v1:RayJob", "train", RAYJOB, urn("t", "kubernetes:ray.io/v1:RayJob", "t"))
+    )
+    stack_found = analyze(InProcessAnalyzer(), [target], json.loads(config.read_text()), {})
+    assert [v.policy for v in stack_found if v.policy == "kuberay-field-version"] == ["kuberay-field-version"]
+    monkeypatch.setattr(evaluate, "config_file", lambda environment: config)
+    checked = evaluate.check_manifests([str(manifest)], "lab", "2.60.0", [], rules={"kuberay-field-version"})
+    assert checked == []

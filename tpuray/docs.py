@@ -33,7 +33,12 @@ ENVIRONMENTS = ("dev", "staging", "prod")
 
 def _levels(environment: str) -> dict[str, str]:
     raw = json.loads((REPO / "policies" / f"policy-config.{environment}.json").read_text())
-    return {k: v if isinstance(v, str) else str(v.get("enforcementLevel", "")) for k, v in raw.items()}
+    # An entry of properties alone keeps the level `all` gives it (as the analyzer reads it).
+    return {
+        k: v if isinstance(v, str) else str(v["enforcementLevel"])
+        for k, v in raw.items()
+        if isinstance(v, str) or "enforcementLevel" in v
+    }
 
 
 def policy_rule_table() -> str:

@@ -5,8 +5,15 @@ environment records the version its cluster runs in policies/policy-config.<env>
 (`"kuberay-field-version": {"kuberayVersion": "1.5.1"}`), read off the cluster. The rule then
 names each rendered field that version's API server would prune, and what that costs. It is
 advisory in the pack; the `all: mandatory` of the dev, staging and prod configs makes it block.
-Without a recorded version it has nothing to compare with and reports nothing;
-docs/configuration.md ("KubeRay versions") says how to read the version off a cluster.
+
+Without a recorded version it has nothing to compare with. That fails open where it matters
+most: an add-on older than KubeRay 1.5.1 prunes `authOptions` and the Jobs API runs code for
+whoever reaches the head. So an environment that requires token auth says so
+(`tokenAuthRequired: true`, as dev, staging and prod do), and there a Ray object with
+`authOptions` and no recorded version is a violation. `tpuray check` has no environment cluster
+to record a version for and turns the requirement off (tpuray/policies/evaluate.py).
+docs/configuration.md ("KubeRay versions") says how to read the version off a cluster and which
+value the committed environments record.
 """
 
 from __future__ import annotations
@@ -24,7 +31,13 @@ CONFIG = {
         "pattern": r"^v?\d+\.\d+\.\d+$",
         "description": "the KubeRay version the environment's cluster runs (kubectl explain raycluster.spec.authOptions "
         "fails below 1.5.1)",
-    }
+    },
+    "tokenAuthRequired": {
+        "type": "boolean",
+        "default": False,
+        "description": "the environment requires Ray token auth: a Ray object with authOptions and no recorded "
+        "kuberayVersion is a violation (tpuray check, which has no environment cluster, turns it off)",
+    },
 }
 
 
@@ -38,6 +51,15 @@ def _field_versions(resource: Resource, config: dict[str, Any]) -> Iterator[str]
     configured = config.get("kuberayVersion")
     running = kuberay_versions.parse(configured) if isinstance(configured, str) else None
     if running is None:  # not recorded: nothing to compare with (docs/configuration.md, "KubeRay versions")
+        auth = [f for f in used if f.path == "authOptions"]
+        if auth and config.get("tokenAuthRequired") is True:
+            yield (
+                f"{resource.label}: authOptions needs KubeRay >= {auth[0].version} and this environment requires token "
+                "auth but records no KubeRay version, so nothing shows that its cluster keeps the field; an older "
+                f"add-on drops it without an error: {auth[0].dropped}. Record the version the cluster runs as "
+                "kuberay-field-version.kuberayVersion in policies/policy-config.<env>.json (docs/configuration.md, "
+                '"KubeRay versions")'
+            )
         return
     for floor in used:
         if running < kuberay_versions.parse(floor.version):  # type: ignore[operator]
