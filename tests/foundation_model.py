@@ -119,7 +119,7 @@ class Scope:
 # The CI identities, as the members of IAM grants name them (modules/ci-identity).
 DEPLOY, PREVIEW = "serviceAccount:<tpuray-deploy>", "serviceAccount:<tpuray-preview>"
 _SYMBOLS = {
-    "local.deploy_email": DEPLOY.removeprefix("serviceAccount:"),
+    "local.deploy_member": DEPLOY,
     "local.preview_email": PREVIEW.removeprefix("serviceAccount:"),
     "module.ci_identity.deploy_member": DEPLOY,
     "module.ci_identity.preview_member": PREVIEW,
@@ -129,6 +129,11 @@ _ONE_KEY = re.compile(r"one\(\[for (\w+)\s*,\s*(\w+) in var\.(\w+) : \1 if \2\.(
 # A resource's attribute that another names it by, when the resource does not set it: an
 # Artifact Registry repository's IAM members name it by its ID.
 _NAME_ATTRIBUTE = {"google_artifact_registry_repository": "repository_id"}
+# A resource's `id` the provider computes from its arguments (KMS: the resource name).
+_IDS = {
+    "google_kms_key_ring": "projects/${project}/locations/${location}/keyRings/${name}",
+    "google_kms_crypto_key": "${key_ring}/cryptoKeys/${name}",
+}
 
 
 _TERNARY = re.compile(r"(var\.[\w.]+)( == (?:null|None))? \? (.+?) : (.+)")
@@ -160,6 +165,9 @@ def _reference(expr: str, scope: Scope, each: Any) -> Any:
         rtype, name, attr = attribute.groups()
         body = resources(scope.folder, rtype)[name]
         if "count" not in body and "for_each" not in body:
+            if attr == "id" and rtype in _IDS:
+                args = {k: evaluate(_unwrap(body[k]), scope) for k in re.findall(r"\$\{(\w+)\}", _IDS[rtype])}
+                return re.sub(r"\$\{(\w+)\}", lambda m: str(args[m.group(1)]), _IDS[rtype])
             attr = attr if attr in body else _NAME_ATTRIBUTE.get(rtype, attr)
             if attr in body:
                 return evaluate(_unwrap(body[attr]), scope)
@@ -245,10 +253,11 @@ class Foundation:
     secondary_ranges: tuple[str, ...]
     proxy_only_subnets: tuple[tuple[str, str], ...]  # (region, CIDR) in `network`
     kms_keys: tuple[str, ...]  # projects/P/locations/L/keyRings/R/cryptoKeys/K
-    buckets: tuple[str, ...]  # workload buckets, then the CI home's state bucket
+    buckets: tuple[str, ...]  # workload buckets, the Pulumi state bucket, then the CI home's Terraform state bucket
     bundle_bucket: str | None
     docker_repositories: tuple[str, ...]  # REGION-docker.pkg.dev/PROJECT/REPO
     reservations: tuple[str, ...]  # declared, then existing ones the foundation outputs
+    service_accounts: tuple[str, ...]  # emails of the accounts the stack's resources run as
     root: Scope
 
 
@@ -266,6 +275,7 @@ def foundation(env: str) -> Foundation:
     keys = [f"{ring_id}/cryptoKeys/{k['name']}" for n in resources(kms.folder, "google_kms_crypto_key")
             for k in instances(kms, "google_kms_crypto_key", n, "name")]  # fmt: skip
     buckets = [b["name"] for b in instances(root.module("buckets"), "google_storage_bucket", "workloads", "name")]
+    buckets += [b["name"] for b in instances(root.module("pulumi_state"), "google_storage_bucket", "state", "name")]
     if root.var("ci")["home"]:
         buckets += [b["name"] for b in instances(root.module("state"), "google_storage_bucket", "state", "name")]
     bundles = [
@@ -276,6 +286,10 @@ def foundation(env: str) -> Foundation:
              for r in instances(reg, "google_artifact_registry_repository", "images", "location", "project", "repository_id")]  # fmt: skip
     res = root.module("reservations")
     reservations = [r["name"] for r in instances(res, "google_compute_reservation", "tpu", "name")]
+    ci = root.module("ci_identity")
+    accounts = [
+        a for n in ("nodes", "workloads") for a in instances(ci, "google_service_account", n, "project", "account_id")
+    ]
     return Foundation(
         env=env,
         project=root.var("project_id"),
@@ -289,6 +303,7 @@ def foundation(env: str) -> Foundation:
         bundle_bucket=bundles[0] if bundles else None,
         docker_repositories=tuple(repos),
         reservations=tuple(reservations + sorted(res.var("existing_reservations") or {})),
+        service_accounts=tuple(f"{a['account_id']}@{a['project']}.iam.gserviceaccount.com" for a in accounts),
         root=root,
     )
 
@@ -299,12 +314,15 @@ _GRANT_SCOPES = {
     "google_storage_bucket_iam_member": ("bucket", "bucket"),
     "google_billing_account_iam_member": ("billing account", "billing_account_id"),
     "google_artifact_registry_repository_iam_member": ("repository", "repository"),
+    "google_service_account_iam_member": ("service account", "service_account_id"),
+    "google_kms_crypto_key_iam_member": ("KMS key", "crypto_key_id"),
 }
 
 
 @dataclass(frozen=True, order=True)
 class Grant:
-    """A role the deploy account holds somewhere; `condition` is the IAM condition's title, if any."""
+    """A role a CI account holds somewhere; `condition` is the IAM condition's title, if any. A
+    service account's `where` is its email."""
 
     scope: str
     where: str
@@ -314,52 +332,58 @@ class Grant:
 
 
 def _module_scopes(root: Scope) -> dict[str, Scope]:
+    """The foundation and each module it instantiates (a module call whose count is 0 is left out)."""
     found = {"foundation": root}
-    for name in blocks(root.folder, "module"):
-        found[name] = root.module(name)
+    for name, call in blocks(root.folder, "module").items():
+        if "count" not in call or evaluate(_one(call["count"]), root) == 1:
+            found[name] = root.module(name)
     return found
 
 
-def _grants_in(scope: Scope, label: str) -> list[Grant]:
+def _grants_in(scope: Scope, label: str, account: str) -> list[Grant]:
     grants = []
     for block in _load(scope.folder).get("resource", []):
         for rtype, bodies in block.items():
             if not rtype.endswith("_iam_member"):
                 continue
             for name in bodies:
-                # A member made of other references (a service agent's address) is not a CI account.
+                # A member made of other references (a service agent's address, a principal of the
+                # Workload Identity pool) is not a CI account.
                 members = [i["member"] for i in instances(scope, rtype, name, "member", lenient=("member",))]
-                if DEPLOY not in members:
+                if account not in members:
                     continue
                 if rtype not in _GRANT_SCOPES:
                     raise Unresolved(
-                        f"{label}.{rtype}.{name}: a deploy grant on a kind of resource this reader does not know"
+                        f"{label}.{rtype}.{name}: a CI account's grant on a kind of resource this reader does not know"
                     )
                 kind, attr = _GRANT_SCOPES[rtype]
                 # An IAM condition is kept by its title (its CEL expression is not evaluated).
                 condition = _unwrap(resources(scope.folder, rtype)[name].get("condition"))
                 title = condition["title"] if condition else None
                 for inst in instances(scope, rtype, name, "member", "role", attr, "location", "project"):
-                    if inst["member"] != DEPLOY:
+                    if inst["member"] != account:
                         continue
                     where = inst[attr]
                     if kind == "repository":
                         where = f"{inst['location']}-docker.pkg.dev/{inst['project']}/{where}"
+                    if kind == "service account":
+                        where = where.rsplit("/", 1)[-1]
                     grants.append(Grant(kind, where, inst["role"], title, f"{label}.{rtype}.{name}"))
     return grants
 
 
 @cache
-def deploy_grants(env: str) -> tuple[Grant, ...]:
-    """Every role terraform/foundation/<env> grants the deploy account, and the CI home's
-    grants on its state bucket (which every environment's `pulumi up` uses)."""
+def grants(env: str, account: str) -> tuple[Grant, ...]:
+    """Every role terraform/foundation/<env> grants `account` (DEPLOY or PREVIEW)."""
     root = foundation(env).root
-    grants = [g for label, scope in _module_scopes(root).items() for g in _grants_in(scope, label)]
-    if not root.var("ci")["home"]:
-        home = next(e for e in ENVS if foundation(e).root.var("ci")["home"])
-        state = foundation(home).root.var("ci")["bucket"]
-        grants += [g for g in deploy_grants(home) if g.scope == "bucket" and g.where == state]
-    return tuple(sorted(set(grants)))
+    return tuple(
+        sorted({g for label, scope in _module_scopes(root).items() for g in _grants_in(scope, label, account)})
+    )
+
+
+def deploy_grants(env: str) -> tuple[Grant, ...]:
+    """Every role terraform/foundation/<env> grants its environment's deploy account."""
+    return grants(env, DEPLOY)
 
 
 def enabled_services(env: str) -> tuple[str, ...]:

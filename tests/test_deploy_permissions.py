@@ -23,8 +23,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.conftest import mocked
+from tests.conftest import REPO, mocked
 from tests.foundation_model import ENVS, MODULES, Grant, blocks, deploy_grants, enabled_services, foundation
 from tpuray import deploy_permissions, iam_roles
 from tpuray.config import load_stack
@@ -45,23 +46,35 @@ def _bucket_projects() -> dict[str, str]:
 
 def _permissions_at(grants: tuple[Grant, ...], need: Need) -> set[str]:
     """What the deploy account may do where `need` is checked: grants there, and on the project
-    that holds it (a project role covers the project's buckets and repositories)."""
+    that holds it (a project role covers the project's buckets, repositories and service accounts)."""
     places = {(need.scope, need.where)}
     if need.scope == "bucket" and need.where in _bucket_projects():
         places.add(("project", _bucket_projects()[need.where]))
     if need.scope == "repository":
         places.add(("project", need.where.split("/")[1]))
+    if need.scope == "KMS key":
+        places.add(("project", need.where.split("/")[1]))
+    if need.scope == "service account":
+        places.add(("project", need.where.split("@")[1].removesuffix(".iam.gserviceaccount.com")))
     roles = {
         g.role for g in grants if (g.scope, g.where) in places and (g.condition is None or need.because == PROJECT_IAM)
     }
     return set().union(*(iam_roles.permissions(role) for role in roles))
 
 
+def _backend(env: str) -> tuple[str, str]:
+    """The stack's Pulumi state bucket (its foundation's pulumi_state_bucket) and secrets key
+    (the stack file's secretsprovider: gcpkms://KEY)."""
+    doc = yaml.safe_load((REPO / "stacks" / f"Pulumi.{env}.yaml").read_text())
+    bucket = foundation(env).root.var("pulumi_state_bucket")
+    return bucket, doc["secretsprovider"].removeprefix("gcpkms://")
+
+
 def missing_lines(env: str, grants: tuple[Grant, ...]) -> list[str]:
     cfg = load_stack(env)
     return [
         f"{env}: {need.line()}: no role the foundation grants tpuray-deploy there has it"
-        for need in deploy_permissions.needs(_resources(env), cfg)
+        for need in deploy_permissions.needs(_resources(env), cfg, *_backend(env))
         if need.permission not in _permissions_at(grants, need)
     ]
 
@@ -114,7 +127,11 @@ def test_the_grants_before_this_check_miss_monitoring_billing_and_the_buckets() 
         g
         for g in deploy_grants("prod")
         if g.scope in ("project", "repository") and not g.role.startswith("roles/monitoring.")
-    ) + tuple(g for g in deploy_grants("prod") if g.where == "acme-ml-prod-tpuray-state")
+    ) + tuple(
+        g
+        for g in deploy_grants("prod")
+        if g.scope in ("service account", "KMS key") or g.where == "acme-ml-prod-pulumi-state"
+    )
     assert missing_lines("prod", before) == [
         "prod: gcp:billing/budget:Budget needs billing.budgets.create on billing account 01A2B3-C4D5E6-F7A8B9: "
         "no role the foundation grants tpuray-deploy there has it",

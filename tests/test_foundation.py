@@ -34,6 +34,8 @@ ENVS = ("dev", "staging", "prod")
 FIXTURE_STATE = REPO / "tests" / "fixtures" / "terraform" / "foundation.tfstate"
 WORKFLOWS = REPO / ".github" / "workflows"
 CI_OUTPUT = "github_variables"  # not a stack value: what `gh variable set` takes
+# Not a stack value either: each environment's own variables (`gh variable set --env ENV`).
+ENV_OUTPUT = "github_environment_variables"
 CHECKOV = Path(sys.executable).parent / "checkov"
 CLUSTER = "gcp:container/cluster:Cluster"
 ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
@@ -68,7 +70,7 @@ def test_every_field_a_stack_can_map_is_a_foundation_output() -> None:
 
 
 def test_every_foundation_output_is_a_field_a_stack_can_map_or_the_ci_variables() -> None:
-    extra = set(_blocks(MODULE, "output")) - _stack_fields() - {CI_OUTPUT}
+    extra = set(_blocks(MODULE, "output")) - _stack_fields() - {CI_OUTPUT, ENV_OUTPUT}
     assert not extra, f"foundation outputs no stack can read: {sorted(extra)}"
 
 
@@ -104,7 +106,7 @@ def test_fixture_state_has_exactly_the_foundation_outputs() -> None:
 
 def test_fixture_state_values_have_the_shapes_the_reader_takes() -> None:
     outputs = _state_outputs()
-    maps = {"reservations", CI_OUTPUT}
+    maps = {"reservations", CI_OUTPUT, ENV_OUTPUT}
     for name, out in outputs.items():
         if name in maps:
             assert out["type"] == ["map", "string"], name
@@ -119,9 +121,11 @@ def test_github_variables_are_the_cloud_variables_the_workflows_read() -> None:
     for path in WORKFLOWS.glob("*.yml"):
         read |= set(re.findall(r"\bvars\.([A-Z][A-Z0-9_]*)", path.read_text()))
     read -= {"TPURAY_SHARED_REPO"}  # reference data for the tests, not a cloud resource
-    declared = set(re.findall(r"\b([A-Z][A-Z0-9_]+)['\"]?\s*[:=]", _one(_blocks(MODULE, "output")[CI_OUTPUT]["value"])))
+    outputs = _blocks(MODULE, "output")
+    declared = {name for output in (CI_OUTPUT, ENV_OUTPUT)
+                for name in re.findall(r"\b([A-Z][A-Z0-9_]+)['\"]?\s*[:=]", _one(outputs[output]["value"]))}  # fmt: skip
     assert declared == read
-    assert set(_state_outputs()[CI_OUTPUT]["value"]) == read
+    assert set(_state_outputs()[CI_OUTPUT]["value"]) | set(_state_outputs()[ENV_OUTPUT]["value"]) == read
 
 
 def test_prod_declares_its_reservation_in_the_shape_of_the_pool_that_consumes_it() -> None:

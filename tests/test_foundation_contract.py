@@ -31,13 +31,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, mocked
 from tests.foundation_model import ENVS, Foundation, foundation
 from tpuray.config import NAMESPACE, StackConfig, parse_stack_config, read_stack_file
 from tpuray.security_config import INTERNAL_GATEWAY
 
 STACKS = REPO / "stacks"
 NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
+SERVICE_ACCOUNT = re.compile(
+    r"\b[a-z][-a-z0-9]{4,28}[a-z0-9]@[a-z][-a-z0-9]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com\b"
+)
 KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
 
 
@@ -104,7 +107,12 @@ def contract_lines(path: Path, found: Foundation) -> list[str]:
     }
     root = f"terraform/foundation/{found.env}"
     lines = []
-    for kind, key, value in _named(cfg, raw):
+    named = _named(cfg, raw)
+    # The stack's secrets provider, a top-level key of the stack file (not tpuray config).
+    provider = (yaml.safe_load(path.read_text()) or {}).get("secretsprovider", "")
+    if provider.startswith("gcpkms://"):
+        named.append(("KMS key", "secretsprovider", provider.removeprefix("gcpkms://")))
+    for kind, key, value in named:
         if kind == "unclassified":
             lines.append(f"{path.name} {key}: {value!r} is a resource path of a kind the contract does not know")
         elif value not in creates[kind]:
@@ -119,6 +127,36 @@ def test_every_resource_a_committed_stack_names_is_one_its_foundation_creates(en
     # Before: the key rings tpuray-<env> (the foundation's was tpuray), every bucket, prod's
     # proxy-only subnet and the default network were named here and created nowhere.
     assert contract_lines(STACKS / f"Pulumi.{env}.yaml", foundation(env)) == []
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def _accounts_named(env: str) -> set[str]:
+    """Every service account email an input of the stack's resources names (node pools, IAM members)."""
+    return {m for r in mocked(env).resources for s in _strings(r.inputs) for m in SERVICE_ACCOUNT.findall(s)}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_service_account_a_stack_runs_as_is_one_its_foundation_creates(env: str) -> None:
+    # Before: the stack created its node and workload accounts itself, so the deploy identity needed
+    # service-account admin and user on the whole project (issue 36, item 1).
+    named = _accounts_named(env)
+    assert f"tpuray-{env}-nodes@acme-ml-{env}.iam.gserviceaccount.com" in named
+    assert sorted(named - set(foundation(env).service_accounts)) == []
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_a_committed_stack_creates_no_service_account(env: str) -> None:
+    assert [r.name for r in mocked(env).resources if r.type == "gcp:serviceaccount/account:Account"] == []
 
 
 def test_the_foundation_of_each_stack_is_the_root_of_the_same_project_and_region() -> None:
@@ -139,11 +177,17 @@ def test_a_key_ring_the_foundation_does_not_create_is_named_with_what_it_creates
     # What the committed prod foundation looked like before: the kms module's default ring.
     ring = "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys"
     before = dataclasses.replace(foundation("prod"), kms_keys=(f"{ring}/gke-secrets", f"{ring}/artifacts"))
+    creates = (
+        "(it creates: projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/artifacts, "
+        "projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/gke-secrets)"
+    )
     assert contract_lines(STACKS / "Pulumi.prod.yaml", before) == [
         "Pulumi.prod.yaml tpuray:cluster.secretsKmsKey: KMS key "
         "'projects/acme-ml-prod/locations/us-east5/keyRings/tpuray-prod/cryptoKeys/gke-secrets' is not created by "
-        "terraform/foundation/prod (it creates: projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/"
-        "artifacts, projects/acme-ml-prod/locations/us-east5/keyRings/tpuray/cryptoKeys/gke-secrets)"
+        f"terraform/foundation/prod {creates}",
+        "Pulumi.prod.yaml secretsprovider: KMS key "
+        "'projects/acme-ml-prod/locations/us-east5/keyRings/tpuray-prod/cryptoKeys/pulumi-secrets' is not created by "
+        f"terraform/foundation/prod {creates}",
     ]
 
 

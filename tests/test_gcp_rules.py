@@ -47,9 +47,11 @@ def test_service_account_ids_are_valid_iam_ids(cluster_name, nodes, ray):
 
 
 def test_every_stack_gets_valid_service_account_ids():
+    # The accounts are the Terraform foundation's; the stack names them by these IDs.
     for stack in ("dev", "staging", "prod"):
-        for account in mocked(stack).of_type("gcp:serviceaccount/account:Account"):
-            assert SERVICE_ACCOUNT_ID.match(account.inputs["accountId"]), account.inputs["accountId"]
+        name = mocked(stack).config.cluster.name
+        for suffix in ("nodes", "ray", "serve"):
+            assert SERVICE_ACCOUNT_ID.match(service_account_id(name, suffix)), service_account_id(name, suffix)
 
 
 def test_old_truncation_would_have_left_a_trailing_hyphen():

@@ -114,12 +114,12 @@ def wi_members(run: StackRun) -> list[str]:
 
 def test_workload_identity_binds_each_gsa_to_exactly_the_kubernetes_accounts_of_its_roles() -> None:
     run = mocked("prod")
-    gsa_of = {r.name: r.inputs["accountId"] for r in run.of_type("gcp:serviceaccount/account:Account")}
-    assert gsa_of == {
-        "gke-nodes": "tpuray-prod-nodes",
-        "ray-gsa": "tpuray-prod-ray",
-        "ray-serve-gsa": "tpuray-prod-serve",
-    }
+    # The GSAs are the Terraform foundation's (the stack creates none): the bindings name them.
+    assert run.of_type("gcp:serviceaccount/account:Account") == []
+    assert sorted({r.inputs["serviceAccountId"] for r in run.of_type(WI_BINDING)}) == [
+        "projects/acme-ml-prod/serviceAccounts/tpuray-prod-ray@acme-ml-prod.iam.gserviceaccount.com",
+        "projects/acme-ml-prod/serviceAccounts/tpuray-prod-serve@acme-ml-prod.iam.gserviceaccount.com",
+    ]
     assert wi_members(run) == [
         "serviceAccount:acme-ml-prod.svc.id.goog[ray/ray-head]",
         "serviceAccount:acme-ml-prod.svc.id.goog[ray/ray-serve-head]",

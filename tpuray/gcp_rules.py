@@ -53,6 +53,13 @@ def service_account_id(cluster_name: str, suffix: str) -> str:
     return f"{head}-{suffix}"
 
 
+def service_account_email(project: str, cluster_name: str, suffix: str) -> str:
+    """The email of `<cluster>-<suffix>` in `project`: the Terraform foundation creates these accounts
+    (terraform/modules/ci-identity: node_service_account, workload_service_accounts) and the stack
+    names them, so the deploy identity's grants can be on the accounts instead of the project."""
+    return f"{service_account_id(cluster_name, suffix)}@{project}.iam.gserviceaccount.com"
+
+
 def _name_lines(key: str, value: str, pattern: re.Pattern[str], allowed: str) -> list[str]:
     return [] if pattern.match(value) else [f"{key}: {value!r} is invalid; {allowed}"]
 

@@ -15,7 +15,7 @@ from infra.components.hardening import hardening_settings
 from infra.components.observability import cluster_settings, cost_labels
 from tpuray import labels
 from tpuray.config import ClusterConfig, GcpConfig
-from tpuray.gcp_rules import service_account_id
+from tpuray.gcp_rules import service_account_email
 
 # Least privilege for nodes: write logs and metrics, read images. Nothing else.
 NODE_ROLES = (
@@ -52,7 +52,7 @@ class GkeClusterArgs:
 
 
 class GkeCluster(pulumi.ComponentResource):
-    """The cluster, its node service account, the CPU pool for Ray heads and a k8s provider."""
+    """The cluster, its node service account's roles, the CPU pool for Ray heads and a k8s provider."""
 
     name: pulumi.Output[str]
     node_service_account: pulumi.Output[str]
@@ -64,19 +64,15 @@ class GkeCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         project, cfg = args.gcp.project, args.cluster
 
-        account = gcp.serviceaccount.Account(
-            f"{name}-nodes",
-            account_id=service_account_id(cfg.name, "nodes"),
-            display_name=f"GKE nodes of {cfg.name} (least privilege)",
-            project=project,
-            opts=child,
-        )
+        # The nodes' account exists already: the Terraform foundation creates it and lets the deploy
+        # identity act as it (that account only), so the stack grants its roles and runs nodes as it.
+        node_account = service_account_email(project, cfg.name, "nodes")
         for role in NODE_ROLES:
             gcp.projects.IAMMember(
                 f"{name}-nodes-{role.split('/')[1]}",
                 project=project,
                 role=role,
-                member=account.email.apply(lambda email: f"serviceAccount:{email}"),
+                member=f"serviceAccount:{node_account}",
                 opts=child,
             )
 
@@ -98,7 +94,7 @@ class GkeCluster(pulumi.ComponentResource):
             # The default pool would run with the default compute SA: remove it.
             remove_default_node_pool=True,
             initial_node_count=1,
-            node_config=node_hardening(account.email),
+            node_config=node_hardening(node_account),
             addons_config={
                 "ray_operator_configs": [
                     {
@@ -153,7 +149,7 @@ class GkeCluster(pulumi.ComponentResource):
                 "machine_type": cfg.cpu_pool.machine_type,
                 "labels": {labels.SYSTEM_POOL: "ray-system"},
                 "resource_labels": cost_labels(args.stack, "ray-system", "system"),
-                **node_hardening(account.email),
+                **node_hardening(node_account),
             },
             opts=child,
         )
@@ -167,7 +163,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.name = cluster.name
         # Exists once the cluster does: IAM refuses a binding to PROJECT.svc.id.goog before that.
         self.workload_pool = cluster.workload_identity_config.workload_pool
-        self.node_service_account = account.email
+        self.node_service_account = pulumi.Output.from_input(node_account)
         self.register_outputs({"name": cluster.name, "endpoint": cluster.endpoint})
 
 

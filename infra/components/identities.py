@@ -47,9 +47,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.components import hf_secret
+from infra.components import foundation_accounts, hf_secret
+from infra.components.foundation_accounts import FoundationAccount
 from tpuray.config import StackConfig
-from tpuray.gcp_rules import service_account_id
 
 HEAD = "ray-head"
 WORKER = "ray-worker"
@@ -137,22 +137,16 @@ def bucket_roles(cfg: StackConfig, gsa: str) -> dict[str, str]:
 
 def declare(
     name: str, cfg: StackConfig, workload_pool: pulumi.Input[str], gcp_opts: pulumi.ResourceOptions
-) -> dict[str, gcp.serviceaccount.Account]:
-    """The GSAs, their Workload Identity bindings (one per KSA), bucket grants and the Hugging Face
-    token's grant; returns suffix -> GSA. The KSAs themselves are `service_accounts`."""
+) -> dict[str, FoundationAccount]:
+    """The GSAs' Workload Identity bindings (one per KSA), bucket grants and the Hugging Face
+    token's grant; returns suffix -> GSA. The KSAs themselves are `service_accounts`. The GSAs are
+    the Terraform foundation's (foundation_accounts.py): the stack creates no service account."""
     accounts = stack_accounts(cfg)
     ns = cfg.workloads.namespace
-    gsas: dict[str, gcp.serviceaccount.Account] = {}
-    for suffix in dict.fromkeys(a.gsa for a in accounts if a.gsa):
-        # `<name>-gsa` for the workloads' GSA, as before the split (no replacement on update).
-        logical = f"{name}-gsa" if suffix == WORKLOADS_GSA else f"{name}-{suffix}-gsa"
-        gsas[suffix] = gcp.serviceaccount.Account(
-            logical,
-            account_id=service_account_id(cfg.cluster.name, suffix),
-            display_name=f"Ray {'serving' if suffix == SERVE_GSA else 'training'} pods of {cfg.cluster.name}",
-            project=cfg.gcp.project,
-            opts=gcp_opts,
-        )
+    gsas = {
+        suffix: foundation_accounts.existing(cfg.gcp.project, cfg.cluster.name, suffix)
+        for suffix in dict.fromkeys(a.gsa for a in accounts if a.gsa)
+    }
     bindings: dict[str, list[pulumi.Resource]] = {}
     for account in (a for a in accounts if a.gsa):
         assert account.gsa is not None
@@ -181,7 +175,7 @@ def declare(
 def service_accounts(
     name: str,
     cfg: StackConfig,
-    gsas: dict[str, gcp.serviceaccount.Account],
+    gsas: dict[str, FoundationAccount],
     labels: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> None:

@@ -16,11 +16,22 @@ module "foundation" {
   environment       = "dev"
   github_repository = "acme/tpuray"
 
-  # prod hosts the Workload Identity pool, the CI service accounts and the state bucket.
+  # prod hosts the Workload Identity pool, the preview account and the Terraform state bucket;
+  # this environment's deploy account and Pulumi state live in its own project.
   ci = {
     home       = false
     project_id = "acme-ml-prod"
     bucket     = "acme-ml-prod-tpuray-state"
+  }
+
+  # `pulumi login gs://acme-ml-dev-pulumi-state` (this environment's PULUMI_BACKEND_URL).
+  pulumi_state_bucket = "acme-ml-dev-pulumi-state"
+
+  # The accounts stacks/Pulumi.dev.yaml's cluster tpuray-dev runs as: its nodes, its training and
+  # interactive pods, its serving pods (tpuray.gcp_rules.service_account_id).
+  service_accounts = {
+    nodes     = "tpuray-dev-nodes"
+    workloads = ["tpuray-dev-ray", "tpuray-dev-serve"]
   }
 
   network = {

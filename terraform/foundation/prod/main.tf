@@ -16,11 +16,22 @@ module "foundation" {
   environment       = "prod"
   github_repository = "acme/tpuray"
 
-  # prod hosts the Workload Identity pool, the CI service accounts and the state bucket.
+  # prod hosts the Workload Identity pool, the preview account and the Terraform state bucket;
+  # this environment's deploy account and Pulumi state live in its own project.
   ci = {
     home       = true
     project_id = "acme-ml-prod"
     bucket     = "acme-ml-prod-tpuray-state"
+  }
+
+  # `pulumi login gs://acme-ml-prod-pulumi-state` (this environment's PULUMI_BACKEND_URL).
+  pulumi_state_bucket = "acme-ml-prod-pulumi-state"
+
+  # The accounts stacks/Pulumi.prod.yaml's cluster tpuray-prod runs as: its nodes, its training and
+  # interactive pods, its serving pods (tpuray.gcp_rules.service_account_id).
+  service_accounts = {
+    nodes     = "tpuray-prod-nodes"
+    workloads = ["tpuray-prod-ray", "tpuray-prod-serve"]
   }
 
   network = {

@@ -39,3 +39,8 @@ output "github_variables" {
   description = "Repository variables the workflows read; empty outside the CI home."
   value       = module.foundation.github_variables
 }
+
+output "github_environment_variables" {
+  description = "Variables of this environment's GitHub environment (gh variable set NAME --env ENV)."
+  value       = module.foundation.github_environment_variables
+}

@@ -4,8 +4,8 @@ output "workload_identity_provider" {
 }
 
 output "deploy_member" {
-  description = "IAM member of the deploy service account."
-  value       = "serviceAccount:${local.deploy_email}"
+  description = "IAM member of this environment's deploy service account."
+  value       = local.deploy_member
 }
 
 output "preview_member" {
@@ -14,8 +14,8 @@ output "preview_member" {
 }
 
 output "deploy_email" {
-  description = "Email of the deploy service account."
-  value       = local.deploy_email
+  description = "Email of this environment's deploy service account."
+  value       = google_service_account.deploy.email
 }
 
 output "preview_email" {

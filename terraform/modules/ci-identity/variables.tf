@@ -1,6 +1,6 @@
 variable "project_id" {
   type        = string
-  description = "Project of this environment: the CI service accounts get their roles here."
+  description = "Project of this environment: its deploy account lives here and gets its roles here only."
 }
 
 variable "github_repository" {
@@ -15,18 +15,39 @@ variable "github_repository" {
 
 variable "home" {
   type        = bool
-  description = "Whether this environment hosts the Workload Identity pool and the two CI service accounts (exactly one environment does)."
+  description = "Whether this environment hosts the Workload Identity pool, its GitHub provider and the tpuray-preview account (exactly one environment does)."
 }
 
 variable "ci_project_id" {
   type        = string
-  description = "Project that hosts the pool and the CI service accounts (the home environment's project)."
+  description = "Project that hosts the pool and tpuray-preview (the home environment's project)."
+}
+
+variable "environment" {
+  type        = string
+  description = "This environment's GitHub environment: the only one whose jobs may impersonate this environment's tpuray-deploy."
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._-]+$", var.environment))
+    error_message = "environment must be a GitHub environment name, e.g. dev."
+  }
 }
 
 variable "deploy_environments" {
   type        = list(string)
-  description = "GitHub environments (protected by required reviewers) whose jobs may impersonate the deploy account."
+  description = "Every deploy environment (the provider's attribute condition, in the CI home): GitHub environments restricted to the main branch (docs/ci.md)."
   default     = ["dev", "staging", "prod"]
+}
+
+variable "deploy_ref" {
+  type        = string
+  description = "The only Git ref whose environment jobs the provider accepts: deploys run from the main branch."
+  default     = "refs/heads/main"
+
+  validation {
+    condition     = startswith(var.deploy_ref, "refs/heads/")
+    error_message = "deploy_ref must be a branch ref, e.g. refs/heads/main."
+  }
 }
 
 variable "pool_id" {
@@ -41,29 +62,49 @@ variable "provider_id" {
   default     = "tpuray"
 }
 
-# The deploy account's roles, by where they are granted: deploy_roles on the project,
-# deploy_bucket_role on each workload bucket, deploy_bundle_role on the bundle bucket,
-# deploy_billing_role on the budget's billing account (and, in other modules,
-# artifactregistry.writer on the docker repository, storage.objectAdmin on the state bucket,
-# projectIamAdmin under the condition below). Every permission the resources of the
-# committed stacks need for create and update (tpuray/data/deploy_permissions.yaml) must be
-# in these roles as Google defines them (tpuray/data/iam_roles.json):
-# tests/test_deploy_permissions.py fails otherwise.
+# The deploy account's roles, by where they are granted, all in this environment's project:
+# deploy_roles on the project, serviceAccountUser on the node account and serviceAccountAdmin
+# on each workload GSA, deploy_bucket_role on each workload bucket, deploy_bundle_role on the
+# bundle bucket, deploy_billing_role on the budget's billing account (and, in other modules,
+# artifactregistry.writer on the docker repository, objectUser on this environment's Pulumi
+# state bucket, Encrypter/Decrypter on its Pulumi secrets key, projectIamAdmin under the
+# condition below). Every permission the resources of the committed stacks need for create and
+# update (tpuray/data/deploy_permissions.yaml) must be in these roles as Google defines them
+# (tpuray/data/iam_roles.json): tests/test_deploy_permissions.py fails otherwise.
 variable "deploy_roles" {
   type        = list(string)
-  description = "Project roles `pulumi up` needs (docs/foundation.md, CI identity). Basic roles are refused."
+  description = "Project roles `pulumi up` needs (docs/foundation.md, CI identity). Basic roles and project-wide service account roles are refused: the deploy account's grants on accounts are on those accounts (node_service_account, workload_service_accounts)."
   default = [
     "roles/container.admin",              # GKE cluster, node pools, every Kubernetes object
     "roles/compute.admin",                # Cloud Router and NAT, TPU7x workload policies
-    "roles/iam.serviceAccountAdmin",      # the node and workload service accounts, their IAM
-    "roles/iam.serviceAccountUser",       # actAs the node service account (cluster, node pools)
     "roles/monitoring.alertPolicyEditor", # the stack's alert policies
     "roles/monitoring.dashboardEditor",   # the stack's dashboard
   ]
 
   validation {
-    condition     = alltrue([for r in var.deploy_roles : !contains(["roles/owner", "roles/editor"], r)])
-    error_message = "deploy_roles must not contain roles/owner or roles/editor."
+    condition     = alltrue([for r in var.deploy_roles : !contains(["roles/owner", "roles/editor", "roles/iam.serviceAccountAdmin", "roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator"], r)])
+    error_message = "deploy_roles must not contain roles/owner, roles/editor or a project-wide service account role (grant those on the account: node_service_account, workload_service_accounts)."
+  }
+}
+
+variable "node_service_account" {
+  type        = string
+  description = "Account ID of the GKE nodes' service account (tpuray.gcp_rules.service_account_id: <cluster>-nodes). Created here; the deploy account may act as it (roles/iam.serviceAccountUser on this account only), as the cluster and its node pools run as it."
+
+  validation {
+    condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.node_service_account))
+    error_message = "node_service_account must be a service account ID: 6-30 lowercase letters, digits or hyphens."
+  }
+}
+
+variable "workload_service_accounts" {
+  type        = list(string)
+  description = "Account IDs of the Ray pods' Google service accounts (<cluster>-ray, <cluster>-serve). Created here; the deploy account holds roles/iam.serviceAccountAdmin on each (the stack binds its Kubernetes service accounts there: setIamPolicy), on no other account."
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.workload_service_accounts : can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", a))])
+    error_message = "workload_service_accounts must be service account IDs: 6-30 lowercase letters, digits or hyphens."
   }
 }
 

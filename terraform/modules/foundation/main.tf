@@ -44,6 +44,10 @@ module "kms" {
   project_id = var.project_id
   region     = var.region
   key_ring   = var.kms.key_ring
+  # The stack's secrets provider: only this environment's deploy account decrypts.
+  pulumi_secrets_users = {
+    deploy = module.ci_identity.deploy_member
+  }
   depends_on = [google_project_service.apis]
 }
 
@@ -61,6 +65,11 @@ module "ci_identity" {
   github_repository = var.github_repository
   home              = var.ci.home
   ci_project_id     = var.ci.project_id
+  environment       = var.environment
+  # The accounts the stack's cluster and Ray pods run as: created here, so that the deploy
+  # account's grants are on them and not on every account of the project.
+  node_service_account      = var.service_accounts.nodes
+  workload_service_accounts = var.service_accounts.workloads
   # Where the deploy account gets roles beyond the project's (ci-identity variables.tf);
   # the bucket grants wait for the buckets.
   buckets         = keys(var.buckets)
@@ -80,18 +89,34 @@ module "registry" {
   depends_on     = [google_project_service.apis]
 }
 
+# The foundations' Terraform state, in the CI home (terraform/foundation/<env>/versions.tf).
+# CI only reads it (terraform plan -lock=false on pull requests); terraform apply is the
+# platform team's, with its own credentials.
 module "state" {
   count      = var.ci.home ? 1 : 0
   source     = "../state"
   project_id = var.project_id
   location   = var.region
   bucket     = var.ci.bucket
-  object_admins = {
-    deploy  = module.ci_identity.deploy_member
-    preview = module.ci_identity.preview_member # pulumi preview takes the stack lock
+  object_viewers = {
+    preview = module.ci_identity.preview_member
   }
   bucket_readers = {
     preview = module.ci_identity.preview_member
+  }
+  depends_on = [google_project_service.apis]
+}
+
+# This environment's Pulumi state (pulumi login gs://BUCKET), in its own project: only its own
+# deploy account reads and writes it. Pull requests run no Pulumi command against it (a
+# preview would have to decrypt the stack's data key: docs/ci.md, What a pull request can do).
+module "pulumi_state" {
+  source     = "../state"
+  project_id = var.project_id
+  location   = var.region
+  bucket     = var.pulumi_state_bucket
+  object_users = {
+    deploy = module.ci_identity.deploy_member
   }
   depends_on = [google_project_service.apis]
 }

@@ -39,9 +39,15 @@ output "github_variables" {
   description = "Repository variables the workflows read (gh variable set NAME --body VALUE); empty outside the CI home environment."
   value = var.ci.home ? tomap({
     GCP_WORKLOAD_IDENTITY_PROVIDER = module.ci_identity.workload_identity_provider
-    GCP_DEPLOY_SERVICE_ACCOUNT     = module.ci_identity.deploy_email
     GCP_PREVIEW_SERVICE_ACCOUNT    = module.ci_identity.preview_email
-    PULUMI_BACKEND_URL             = module.state[0].pulumi_backend_url
     TF_STATE_BUCKET                = module.state[0].bucket
   }) : tomap({})
+}
+
+output "github_environment_variables" {
+  description = "Variables of this environment's GitHub environment (gh variable set NAME --env ENV --body VALUE): its own deploy account and Pulumi backend."
+  value = tomap({
+    GCP_DEPLOY_SERVICE_ACCOUNT = module.ci_identity.deploy_email
+    PULUMI_BACKEND_URL         = module.pulumi_state.pulumi_backend_url
+  })
 }

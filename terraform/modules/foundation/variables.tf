@@ -41,15 +41,34 @@ variable "ci" {
   })
   description = <<-EOT
     Where the shared CI pieces live. Exactly one environment is the home (home = true): it
-    declares the Workload Identity pool, the tpuray-deploy and tpuray-preview service
-    accounts and the state bucket `bucket`. Every environment names the home's project and
-    bucket, and grants the two accounts their roles in its own project.
+    declares the Workload Identity pool, its GitHub provider, the tpuray-preview service account
+    and `bucket`, the bucket of every foundation's Terraform state. Every environment names the
+    home's project and bucket; its own deploy account and Pulumi state bucket live in its own
+    project (pulumi_state_bucket).
   EOT
 
   validation {
     condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.ci.project_id))
     error_message = "ci.project_id must be a GCP project ID."
   }
+}
+
+variable "pulumi_state_bucket" {
+  type        = string
+  description = "The bucket of this environment's Pulumi state (the PULUMI_BACKEND_URL of its GitHub environment), in this project: only this environment's deploy account writes it."
+}
+
+variable "service_accounts" {
+  type = object({
+    nodes     = string
+    workloads = list(string)
+  })
+  description = <<-EOT
+    Account IDs of the service accounts the stack's resources run as (tpuray.gcp_rules.service_account_id
+    of the stack's cluster name): `nodes`, the GKE nodes' (<cluster>-nodes); `workloads`, the Ray
+    pods' Google service accounts (<cluster>-ray, and <cluster>-serve for a stack that serves).
+    The foundation creates them and grants the deploy account what it needs on each account.
+  EOT
 }
 
 variable "network" {

@@ -10,3 +10,8 @@ output "artifacts_kms_key" {
   value       = google_kms_crypto_key.artifacts.id
   depends_on  = [google_kms_crypto_key_iam_member.artifact_registry_service_agent]
 }
+
+output "pulumi_secrets_key" {
+  description = "Full resource name of the Pulumi stack's secrets key: the stack file's secretsprovider is gcpkms://<this>."
+  value       = google_kms_crypto_key.pulumi_secrets.id
+}

@@ -29,3 +29,9 @@ variable "rotation_period" {
     error_message = "kms.rotation_period must be between 86400s (1 day) and 7776000s (90 days), e.g. \"7776000s\"."
   }
 }
+
+variable "pulumi_secrets_users" {
+  type        = map(string)
+  description = "Members that may encrypt and decrypt with the Pulumi secrets key, by a static label: the environment's deploy account only."
+  default     = {}
+}

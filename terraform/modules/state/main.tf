@@ -1,5 +1,6 @@
-# The GCS bucket for Pulumi state (pulumi login gs://BUCKET) and for this foundation's
-# own Terraform state: versioned, uniform bucket-level access, public access prevented.
+# A state bucket: an environment's Pulumi state (pulumi login gs://BUCKET), or, in the CI
+# home, the foundations' Terraform state: versioned, uniform bucket-level access (IAM only),
+# public access prevented.
 resource "google_storage_bucket" "state" {
   # checkov:skip=CKV_GCP_62: access to state objects is recorded by Cloud Audit Logs (enable Data Access logs for GCS); a usage-log bucket would need its own log bucket
   project                     = var.project_id
@@ -29,10 +30,17 @@ resource "google_storage_bucket" "state" {
   }
 }
 
-resource "google_storage_bucket_iam_member" "object_admins" {
-  for_each = var.object_admins
+resource "google_storage_bucket_iam_member" "object_users" {
+  for_each = var.object_users
   bucket   = google_storage_bucket.state.name
-  role     = "roles/storage.objectAdmin"
+  role     = "roles/storage.objectUser"
+  member   = each.value
+}
+
+resource "google_storage_bucket_iam_member" "object_viewers" {
+  for_each = var.object_viewers
+  bucket   = google_storage_bucket.state.name
+  role     = "roles/storage.objectViewer"
   member   = each.value
 }
 

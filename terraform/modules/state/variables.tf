@@ -10,7 +10,7 @@ variable "location" {
 
 variable "bucket" {
   type        = string
-  description = "Name of the bucket holding Pulumi's state and this foundation's Terraform state (prefix terraform/foundation/<env>)."
+  description = "Name of the bucket: an environment's Pulumi state (.pulumi/), or the foundations' Terraform state (prefix terraform/foundation/<env>)."
 
   validation {
     condition     = can(regex("^[a-z0-9][-_a-z0-9]{1,61}[a-z0-9]$", var.bucket)) && !startswith(var.bucket, "goog")
@@ -29,9 +29,15 @@ variable "noncurrent_versions" {
   }
 }
 
-variable "object_admins" {
+variable "object_users" {
   type        = map(string)
-  description = "Members that read and write state objects (stack locks included), by a static label."
+  description = "Members that read and write state objects (an environment's deploy account on its Pulumi state: state, history, backups, locks), by a static label."
+  default     = {}
+}
+
+variable "object_viewers" {
+  type        = map(string)
+  description = "Members that only read state objects (the preview account on the Terraform state: terraform plan -lock=false), by a static label."
   default     = {}
 }
 
