@@ -14,7 +14,7 @@ def test_prod_explain_names_pod_security_network_policies_gateway_and_cluster_se
         "Pod Security: namespace ray enforces 'restricted'; no API server admits pods here, and the raylets "
         "run as this machine's user"
     )
-    assert any(line.startswith("NetworkPolicy: 10 rendered, none enforced;") for line in lines)
+    assert any(line.startswith("NetworkPolicy: 15 rendered, none enforced;") for line in lines)
     assert any(
         line.startswith("Serve ingress: 1 Gateway, 1 HTTPRoute, 1 HealthCheckPolicy not created;") for line in lines
     )

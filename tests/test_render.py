@@ -14,12 +14,14 @@ def test_render_writes_one_file_per_kubernetes_object_of_the_stack(tmp_path, cap
     assert len(files) == len(mocked("prod").kubernetes_objects())
     assert sorted(capsys.readouterr().out.split()) == [str(p) for p in files]
     kinds = sorted(yaml.safe_load(p.read_text())["kind"] for p in files)
-    # 10 NetworkPolicies: default-deny, then cluster, admin-head, metrics, metrics-head per Ray
-    # object, and ingress for the RayService behind the Gateway.
+    # 15 NetworkPolicies: default-deny ingress and egress, then cluster, admin-head, metrics,
+    # metrics-head and egress per Ray object, ingress for the RayService behind the Gateway, and
+    # the RayJob's egress-api (it autoscales) and egress-submitter. 5 ServiceAccounts: one per role.
     assert kinds == (
         ["ComputeClass", "ComputeClass", "Gateway", "HTTPRoute", "HealthCheckPolicy", "Namespace"]
-        + ["NetworkPolicy"] * 10
-        + ["RayJob", "RayService", "ServiceAccount"]
+        + ["NetworkPolicy"] * 15
+        + ["RayJob", "RayService"]
+        + ["ServiceAccount"] * 5
     )
 
 

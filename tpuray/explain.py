@@ -38,7 +38,8 @@ def ignored(run: StackRun) -> list[str]:
     ray_objects = [m for m in objects if m["kind"] in labels.RAY_KINDS]
     if any(_pod_fields(m, "securityContext") for m in ray_objects):
         lines.append(
-            "securityContext (runAsUser 1000, seccomp RuntimeDefault, drop ALL): not applied to local processes"
+            "securityContext (runAsUser 1000, seccomp RuntimeDefault, drop ALL, read-only root): not applied to "
+            "local processes"
         )
     if kinds["NetworkPolicy"]:
         lines.append(
