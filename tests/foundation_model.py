@@ -275,12 +275,11 @@ def foundation(env: str) -> Foundation:
     keys = [f"{ring_id}/cryptoKeys/{k['name']}" for n in resources(kms.folder, "google_kms_crypto_key")
             for k in instances(kms, "google_kms_crypto_key", n, "name")]  # fmt: skip
     buckets = [b["name"] for b in instances(root.module("buckets"), "google_storage_bucket", "workloads", "name")]
+    buckets += [b["name"] for b in instances(root.module("buckets"), "google_storage_bucket", "bundles", "name")]
     buckets += [b["name"] for b in instances(root.module("pulumi_state"), "google_storage_bucket", "state", "name")]
     if root.var("ci")["home"]:
         buckets += [b["name"] for b in instances(root.module("state"), "google_storage_bucket", "state", "name")]
-    bundles = [
-        name for name, opts in (root.var("buckets") if root.declares("buckets") else {}).items() if opts.get("bundles")
-    ]
+    bundles = [root.var("bundle_bucket")] if root.declares("bundle_bucket") and root.var("bundle_bucket") else []
     reg = root.module("registry")
     repos = [f"{r['location']}-docker.pkg.dev/{r['project']}/{r['repository_id']}"
              for r in instances(reg, "google_artifact_registry_repository", "images", "location", "project", "repository_id")]  # fmt: skip

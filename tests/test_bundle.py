@@ -74,7 +74,7 @@ def test_rendered_job_and_service_reference_the_bundle_tpuray_bundle_writes(tmp_
     assert main(["bundle", "--out", str(tmp_path), "--json"]) == 0
     written = json.loads(capsys.readouterr().out)
     assert Path(written["path"]).read_bytes() == bundle.build().data
-    uri = f"gs://acme-ml-dev-ray/bundles/{written['name']}"
+    uri = f"gs://acme-ml-dev-bundles/ray-apps/{written['name']}"
     run = mocked("dev")
     job = next(r.manifest() for r in run.kubernetes_objects() if r.inputs.get("kind") == "RayJob")
     service = next(r.manifest() for r in run.kubernetes_objects() if r.inputs.get("kind") == "RayService")

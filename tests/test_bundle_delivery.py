@@ -68,11 +68,11 @@ def test_the_job_reports_the_bundle_it_was_built_as(env, stack):
     assert train.returncode == 0, train.stderr + train.stdout[-3000:]
     code = last_json(train.stdout)["code"]
     assert code["sources_sha256"] == built.sources_sha256
-    # Ray downloaded gs://acme-ml-dev-ray/bundles/<name> and unpacked it in the runtime resources of
+    # Ray downloaded gs://acme-ml-dev-bundles/ray-apps/<name> and unpacked it in the runtime resources of
     # the node the driver runs on (the head), a folder of its own (tpuray.emulator.RUNTIME_ENV_DIR).
     assert "/runtime_resources/head/working_dir_files/gs_" in code["imported_from"]
     assert not code["imported_from"].startswith(str(REPO))
-    assert f"gs://acme-ml-dev-ray/bundles/{built.name}" in train.stdout  # the URI Ray fetched, as rendered
+    assert f"gs://acme-ml-dev-bundles/ray-apps/{built.name}" in train.stdout  # the URI Ray fetched, as rendered
     assert "runtime_env.working_dir" not in train.stdout  # no rewrite of the bundle URI
 
 

@@ -139,6 +139,10 @@ def test_the_grants_before_this_check_miss_monitoring_billing_and_the_buckets() 
         "no role the foundation grants tpuray-deploy there has it",
         "prod: gcp:billing/budget:Budget needs billing.budgets.update on billing account 01A2B3-C4D5E6-F7A8B9: "
         "no role the foundation grants tpuray-deploy there has it",
+        "prod: upload the app bundle needs storage.objects.create on bucket acme-ml-prod-bundles: "
+        "no role the foundation grants tpuray-deploy there has it",
+        "prod: upload the app bundle needs storage.objects.get on bucket acme-ml-prod-bundles: "
+        "no role the foundation grants tpuray-deploy there has it",
         "prod: gcp:storage/bucketIAMMember:BucketIAMMember needs storage.buckets.getIamPolicy on bucket "
         "acme-ml-prod-data: no role the foundation grants tpuray-deploy there has it",
         "prod: gcp:storage/bucketIAMMember:BucketIAMMember needs storage.buckets.setIamPolicy on bucket "
@@ -151,10 +155,6 @@ def test_the_grants_before_this_check_miss_monitoring_billing_and_the_buckets() 
         "acme-ml-prod-ray: no role the foundation grants tpuray-deploy there has it",
         "prod: gcp:storage/bucketIAMMember:BucketIAMMember needs storage.buckets.setIamPolicy on bucket "
         "acme-ml-prod-ray: no role the foundation grants tpuray-deploy there has it",
-        "prod: upload the app bundle needs storage.objects.create on bucket acme-ml-prod-ray: "
-        "no role the foundation grants tpuray-deploy there has it",
-        "prod: upload the app bundle needs storage.objects.get on bucket acme-ml-prod-ray: "
-        "no role the foundation grants tpuray-deploy there has it",
         "prod: gcp:monitoring/alertPolicy:AlertPolicy needs monitoring.alertPolicies.create on project "
         "acme-ml-prod: no role the foundation grants tpuray-deploy there has it",
         "prod: gcp:monitoring/alertPolicy:AlertPolicy needs monitoring.alertPolicies.get on project "

@@ -175,6 +175,6 @@ def test_a_code_change_in_ray_apps_shows_as_a_new_bundle_in_the_job_and_the_serv
     (env,) = job.fields
     assert job.action == "update" and service.action == "update"
     assert env.path == "spec.runtimeEnvYAML (line 1)"
-    assert re.fullmatch(r"working_dir: gs://acme-ml-dev-ray/bundles/tpuray-apps-[0-9a-f]{16}\.zip", env.new)
+    assert re.fullmatch(r"working_dir: gs://acme-ml-dev-bundles/ray-apps/tpuray-apps-[0-9a-f]{16}\.zip", env.new)
     assert env.old != env.new
     assert [f.path for f in service.fields] == ["spec.serveConfigV2 (line 6)"]

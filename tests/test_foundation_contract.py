@@ -194,7 +194,7 @@ def test_a_key_ring_the_foundation_does_not_create_is_named_with_what_it_creates
 def test_a_bucket_in_any_gs_uri_is_checked_even_under_a_key_the_contract_does_not_list() -> None:
     before = dataclasses.replace(foundation("staging"), buckets=())
     assert contract_lines(STACKS / "Pulumi.staging.yaml", before) == [
-        "Pulumi.staging.yaml tpuray:workloads.bundleUri: bucket 'acme-ml-staging-ray' is not created by "
+        "Pulumi.staging.yaml tpuray:workloads.bundleUri: bucket 'acme-ml-staging-bundles' is not created by "
         "terraform/foundation/staging (it creates: none)",
         "Pulumi.staging.yaml tpuray:workloads.train.dataUri: bucket 'acme-ml-staging-data' is not created by "
         "terraform/foundation/staging (it creates: none)",

@@ -149,8 +149,8 @@ def test_each_gsa_holds_only_the_bucket_roles_its_pods_use() -> None:
         ("tpuray-prod-ray", "acme-ml-prod-data", "roles/storage.objectViewer"),
         ("tpuray-prod-ray", "acme-ml-prod-ray", "roles/storage.objectUser"),
         ("tpuray-prod-serve", "acme-ml-prod-models", "roles/storage.objectViewer"),
-        ("tpuray-prod-serve", "acme-ml-prod-ray", "roles/storage.objectViewer"),
     ]
+    # The bundle bucket's read grant is the foundation's (tests/test_bundle_bucket.py).
 
 
 def test_a_serve_only_stack_declares_no_training_identity(tmp_path) -> None:

@@ -44,7 +44,7 @@ def test_the_runtime_env_is_kept_as_rendered_bundle_uri_included():
     rayjob = rendered(mocked("dev"), "RayJob")
     job = job_for_emulator(rayjob)
     assert job.runtime_env == yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
-    assert job.runtime_env["working_dir"].startswith("gs://acme-ml-dev-ray/bundles/tpuray-apps-")
+    assert job.runtime_env["working_dir"].startswith("gs://acme-ml-dev-bundles/ray-apps/tpuray-apps-")
     assert not any("working_dir" in r or "pip" in r for r in job.rewrites)
 
 

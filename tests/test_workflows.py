@@ -207,10 +207,14 @@ PLAN = {
         }
     ],
 }
+# The bundle `tpuray bundle` builds: its bytes and their sha256 (printf 'PK tpuray-apps built here' | sha256sum).
+BUNDLE_BYTES = "PK tpuray-apps built here"
 BUNDLE = {
-    "path": "dist/tpuray-apps-0123456789abcdef.zip",
-    "uri": "gs://acme-ml-dev-ray/bundles/tpuray-apps-0123456789abcdef.zip",
+    "path": "dist/tpuray-apps-8433e0199a3ea3ca.zip",
+    "sha256": "8433e0199a3ea3ca41f1641bf4403e6463621a8bdcca582e98fee1c7bd84a8e1",
+    "uri": "gs://acme-ml-dev-bundles/ray-apps/tpuray-apps-8433e0199a3ea3ca.zip",
 }
+OBJECT = "acme-ml-dev-bundles/ray-apps/tpuray-apps-8433e0199a3ea3ca.zip"
 # What the registry answers `docker buildx imagetools inspect` with.
 TAG_EXISTS = f'echo \'{{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": "{PUSHED}", "size": 856}}\''
 TAG_MISSING = 'echo "ERROR: $3: not found" >&2; exit 1'
@@ -223,16 +227,32 @@ def _artifacts_script() -> str:
     return step["run"]
 
 
-def _run_artifacts(tmp_path: Path, inspect: str) -> tuple[subprocess.CompletedProcess[str], list[str], str]:
-    """The `artifacts` step under bash with stand-ins for tpuray, gcloud and docker (jq is real)."""
+def _run_artifacts(
+    tmp_path: Path, inspect: str, stored: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[str], str]:
+    """The `artifacts` step under bash with stand-ins for tpuray, gcloud and docker (jq and
+    sha256sum are real). gcloud storage keeps objects under tmp_path/gcs: `cp --no-clobber` writes
+    only a name that is not there, `cat` prints what it holds; `stored` is what the bundle's name
+    holds before the step runs (None: nothing)."""
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    log, output = tmp_path / "calls.log", tmp_path / "github_output"
+    log, output, gcs = tmp_path / "calls.log", tmp_path / "github_output", tmp_path / "gcs"
+    if stored is not None:
+        (gcs / OBJECT).parent.mkdir(parents=True)
+        (gcs / OBJECT).write_text(stored)
     stubs = {
         tmp_path / ".venv" / "bin" / "tpuray": f"""echo "tpuray $*" >> {log}
-case "$1" in images) echo '{json.dumps(PLAN)}';; bundle) echo '{json.dumps(BUNDLE)}';; esac""",
-        bin_dir / "gcloud": f'echo "gcloud $*" >> {log}',
+case "$1" in
+  images) echo '{json.dumps(PLAN)}';;
+  bundle) mkdir -p dist; printf '%s' '{BUNDLE_BYTES}' > {BUNDLE["path"]}; echo '{json.dumps(BUNDLE)}';;
+esac""",
+        bin_dir / "gcloud": f"""echo "gcloud $*" >> {log}
+if [ "$1 $2" = "storage cp" ]; then
+  src="${{@: -2:1}}"; dst="{gcs}/${{@: -1}}"; dst="${{dst/gs:\/\//}}"
+  [ -e "$dst" ] || {{ mkdir -p "$(dirname "$dst")"; cp "$src" "$dst"; }}
+fi
+if [ "$1 $2" = "storage cat" ]; then cat "{gcs}/${{3#gs://}}"; fi""",
         bin_dir / "docker": f"""echo "docker $*" >> {log}
 if [ "$2" = imagetools ]; then {inspect}; fi
 if [ "$2" = build ]; then
@@ -299,3 +319,35 @@ def test_the_image_repository_refuses_to_move_a_tag_which_is_why_a_rerun_reuses_
     (images,) = [r["google_artifact_registry_repository"]["images"] for r in hcl2.load((folder / "main.tf").open())["resource"]
                  if "images" in r.get("google_artifact_registry_repository", {})]  # fmt: skip
     assert images["docker_config"] == [{"immutable_tags": ["${var.immutable_tags}"]}]
+
+
+# The bundle: CI once uploaded with `--no-clobber` and trusted the name, so an object planted
+# under the next commit's content-addressed name (computable before the merge) by anyone who
+# could write the bucket was deployed as is (issue 36, item 3).
+def test_a_first_upload_of_the_bundle_is_read_back_and_deployed(tmp_path: Path) -> None:
+    out, calls, github_output = _run_artifacts(tmp_path, TAG_EXISTS)
+    assert out.returncode == 0, out.stderr
+    assert [c for c in calls if c.startswith("gcloud storage")] == [
+        f"gcloud storage cp --no-clobber {BUNDLE['path']} {BUNDLE['uri']}",
+        f"gcloud storage cat {BUNDLE['uri']}",
+    ]
+    assert (tmp_path / "gcs" / OBJECT).read_text() == BUNDLE_BYTES
+    assert f"{BUNDLE['uri']} holds the bundle built from this commit (sha256 {BUNDLE['sha256']})" in out.stdout
+    assert "config-map=" in github_output
+
+
+def test_a_bundle_name_that_already_holds_the_built_bytes_is_deployed(tmp_path: Path) -> None:
+    out, _, github_output = _run_artifacts(tmp_path, TAG_EXISTS, stored=BUNDLE_BYTES)
+    assert out.returncode == 0, out.stderr
+    assert "config-map=" in github_output
+
+
+def test_a_bundle_name_holding_other_bytes_stops_the_deploy(tmp_path: Path) -> None:
+    out, calls, github_output = _run_artifacts(tmp_path, TAG_EXISTS, stored="PK planted before the merge")
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        f"::error::{BUNDLE['uri']} holds other bytes than the bundle built from this commit (sha256 "
+        f"2e20efb77b5a117795dceb4c91d7027d68702183b8312abfb568dd24f32abdac, built {BUNDLE['sha256']}): not deploying"
+    )
+    assert (tmp_path / "gcs" / OBJECT).read_text() == "PK planted before the merge"  # never overwritten
+    assert github_output == ""

@@ -32,8 +32,9 @@ Manager add-on (the kubelet hands CSI drivers the pod's token through the CSIDri
 `tokenRequests`: https://kubernetes-csi.github.io/docs/token-requests.html).
 
 Google identities (Workload Identity, `iam.gke.io/gcp-service-account`): the `ray` GSA for the
-training and interactive pods (bundle, data: viewer; checkpoints: user), the `serve` GSA for the
-serve pods (bundle, checkpoint, model mirror: viewer; the Hugging Face token's accessor). Each
+training and interactive pods (data: viewer; checkpoints: user), the `serve` GSA for the serve
+pods (checkpoint, model mirror: viewer; the Hugging Face token's accessor); both read the bundle
+bucket through the foundation's grant. Each
 GSA's workloadIdentityUser binding names exactly its KSAs; the submitter has none.
 """
 
@@ -122,17 +123,22 @@ def _buckets(*uris: str | None) -> list[str]:
 
 
 def bucket_roles(cfg: StackConfig, gsa: str) -> dict[str, str]:
-    """bucket -> the storage role the GSA holds on it."""
+    """bucket -> the storage role the GSA holds on it, as the stack grants it. The bundle bucket
+    (bundleUri) is not among them: the Terraform foundation grants every workload GSA object
+    viewer there (modules/ci-identity, workloads_read_bundles), so the deploy identity holds no
+    IAM admin on the bucket of the code every pod runs, and a bucket a GSA may write is never the
+    bundles' (issue 36, item 3)."""
     wl = cfg.workloads
+    bundles = _buckets(wl.bundle_uri)
     if gsa == SERVE_GSA:
         assert wl.serve is not None
         # The model mirror is read by Ray Serve LLM's cloud model loading (docs/apps.md).
-        readable = _buckets(wl.bundle_uri, wl.serve.checkpoint_uri, wl.serve.model_source)
-        return {b: "roles/storage.objectViewer" for b in readable}
+        readable = _buckets(wl.serve.checkpoint_uri, wl.serve.model_source)
+        return {b: "roles/storage.objectViewer" for b in readable if b not in bundles}
     writable = _buckets(wl.train.storage_uri if wl.train else None)
-    readable = _buckets(wl.bundle_uri, wl.train.data_uri if wl.train else None)
-    roles = {b: "roles/storage.objectUser" for b in writable}
-    return roles | {b: "roles/storage.objectViewer" for b in readable if b not in roles}
+    readable = _buckets(wl.train.data_uri if wl.train else None)
+    roles = {b: "roles/storage.objectUser" for b in writable if b not in bundles}
+    return roles | {b: "roles/storage.objectViewer" for b in readable if b not in roles and b not in bundles}
 
 
 def declare(

@@ -46,9 +46,13 @@ module "foundation" {
     key_ring = "tpuray-dev"
   }
 
-  # Every bucket a gs:// URI of stacks/Pulumi.dev.yaml names.
+  # tpuray:workloads.bundleUri: written by the deploy account only (new objects), read by the
+  # workloads' accounts, each object held for 30 days (modules/buckets).
+  bundle_bucket = "acme-ml-dev-bundles"
+
+  # Every bucket a gs:// URI of stacks/Pulumi.dev.yaml names, but the bundles'.
   buckets = {
-    "acme-ml-dev-ray"  = { bundles = true } # bundles (tpuray:workloads.bundleUri) and checkpoints (train.storageUri)
-    "acme-ml-dev-data" = {}                 # training data (train.dataUri)
+    "acme-ml-dev-ray"  = {} # checkpoints (train.storageUri)
+    "acme-ml-dev-data" = {} # training data (train.dataUri)
   }
 }

@@ -49,11 +49,15 @@ module "foundation" {
     key_ring = "tpuray-prod"
   }
 
-  # Every bucket a gs:// URI of stacks/Pulumi.prod.yaml names.
+  # tpuray:workloads.bundleUri: written by the deploy account only (new objects), read by the
+  # workloads' accounts, each object held for 30 days (modules/buckets).
+  bundle_bucket = "acme-ml-prod-bundles"
+
+  # Every bucket a gs:// URI of stacks/Pulumi.prod.yaml names, but the bundles'.
   buckets = {
-    "acme-ml-prod-ray"    = { bundles = true } # bundles (tpuray:workloads.bundleUri) and checkpoints (train.storageUri)
-    "acme-ml-prod-data"   = {}                 # training data (train.dataUri)
-    "acme-ml-prod-models" = {}                 # model weights mirrored from Hugging Face (serve.modelSource)
+    "acme-ml-prod-ray"    = {} # checkpoints (train.storageUri)
+    "acme-ml-prod-data"   = {} # training data (train.dataUri)
+    "acme-ml-prod-models" = {} # model weights mirrored from Hugging Face (serve.modelSource)
   }
 
   # The billing account of the stack's budget (tpuray:observability.budget.billingAccount):

@@ -46,10 +46,14 @@ module "foundation" {
     key_ring = "tpuray-staging"
   }
 
-  # Every bucket a gs:// URI of stacks/Pulumi.staging.yaml names.
+  # tpuray:workloads.bundleUri: written by the deploy account only (new objects), read by the
+  # workloads' accounts, each object held for 30 days (modules/buckets).
+  bundle_bucket = "acme-ml-staging-bundles"
+
+  # Every bucket a gs:// URI of stacks/Pulumi.staging.yaml names, but the bundles'.
   buckets = {
-    "acme-ml-staging-ray"    = { bundles = true } # bundles (tpuray:workloads.bundleUri) and checkpoints (train.storageUri)
-    "acme-ml-staging-data"   = {}                 # training data (train.dataUri)
-    "acme-ml-staging-models" = {}                 # model weights mirrored from Hugging Face (serve.modelSource)
+    "acme-ml-staging-ray"    = {} # checkpoints (train.storageUri)
+    "acme-ml-staging-data"   = {} # training data (train.dataUri)
+    "acme-ml-staging-models" = {} # model weights mirrored from Hugging Face (serve.modelSource)
   }
 }

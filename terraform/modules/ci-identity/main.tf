@@ -119,8 +119,7 @@ resource "google_service_account_iam_member" "deploy_binds_workloads" {
   depends_on         = [google_service_account.workloads]
 }
 
-# The stack binds the workloads' accounts on its buckets, and the deploy workflow uploads
-# the app bundle to one of them.
+# The stack binds the workloads' accounts on its workload buckets.
 resource "google_storage_bucket_iam_member" "deploy" {
   for_each = toset(var.buckets)
   bucket   = each.value
@@ -128,11 +127,22 @@ resource "google_storage_bucket_iam_member" "deploy" {
   member   = local.deploy_member
 }
 
+# The bundle bucket: the deploy account adds objects and reads them back (to check what a name
+# holds), and cannot delete, so never overwrite, one; the workloads' accounts read. The stack
+# binds nothing there, so the deploy account needs no IAM admin on it.
 resource "google_storage_bucket_iam_member" "deploy_bundles" {
-  count  = var.bundle_bucket == null ? 0 : 1
-  bucket = var.bundle_bucket
-  role   = var.deploy_bundle_role
-  member = local.deploy_member
+  for_each = var.bundle_bucket == null ? toset([]) : toset(var.deploy_bundle_roles)
+  bucket   = var.bundle_bucket
+  role     = each.value
+  member   = local.deploy_member
+}
+
+resource "google_storage_bucket_iam_member" "workloads_read_bundles" {
+  for_each   = var.bundle_bucket == null ? toset([]) : toset(var.workload_service_accounts)
+  bucket     = var.bundle_bucket
+  role       = "roles/storage.objectViewer"
+  member     = "serviceAccount:${each.value}@${var.project_id}.iam.gserviceaccount.com"
+  depends_on = [google_service_account.workloads]
 }
 
 # Budgets live on the billing account (billingAccounts.budgets.create checks

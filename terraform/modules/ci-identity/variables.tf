@@ -64,7 +64,7 @@ variable "provider_id" {
 
 # The deploy account's roles, by where they are granted, all in this environment's project:
 # deploy_roles on the project, serviceAccountUser on the node account and serviceAccountAdmin
-# on each workload GSA, deploy_bucket_role on each workload bucket, deploy_bundle_role on the
+# on each workload GSA, deploy_bucket_role on each workload bucket, deploy_bundle_roles on the
 # bundle bucket, deploy_billing_role on the budget's billing account (and, in other modules,
 # artifactregistry.writer on the docker repository, objectUser on this environment's Pulumi
 # state bucket, Encrypter/Decrypter on its Pulumi secrets key, projectIamAdmin under the
@@ -114,10 +114,15 @@ variable "deploy_bucket_role" {
   default     = "roles/storage.legacyBucketOwner"
 }
 
-variable "deploy_bundle_role" {
-  type        = string
-  description = "Role on the bucket the app bundles go to (var.bundle_bucket), beside deploy_bucket_role (which creates objects): `gcloud storage cp --no-clobber` first reads the object (storage.objects.get)."
-  default     = "roles/storage.objectViewer"
+variable "deploy_bundle_roles" {
+  type        = list(string)
+  description = "Roles on the bundle bucket (var.bundle_bucket): create objects, and read them back (the deploy workflow checks the sha256 of what the bundle's name holds). No role with storage.objects.delete, which overwriting an object needs: a name, once written, keeps its bytes."
+  default     = ["roles/storage.objectCreator", "roles/storage.objectViewer"]
+
+  validation {
+    condition     = alltrue([for r in var.deploy_bundle_roles : contains(["roles/storage.objectCreator", "roles/storage.objectViewer"], r)])
+    error_message = "deploy_bundle_roles: only roles/storage.objectCreator and roles/storage.objectViewer (no delete, so no overwrite)."
+  }
 }
 
 variable "deploy_billing_role" {
@@ -134,7 +139,7 @@ variable "buckets" {
 
 variable "bundle_bucket" {
   type        = string
-  description = "The workload bucket the deploy workflow uploads app bundles to (tpuray:workloads.bundleUri); null: none."
+  description = "The bucket the deploy workflow uploads app bundles to (tpuray:workloads.bundleUri); null: none."
   default     = null
 }
 

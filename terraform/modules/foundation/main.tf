@@ -52,11 +52,12 @@ module "kms" {
 }
 
 module "buckets" {
-  source     = "../buckets"
-  project_id = var.project_id
-  location   = var.region
-  buckets    = keys(var.buckets)
-  depends_on = [google_project_service.apis]
+  source        = "../buckets"
+  project_id    = var.project_id
+  location      = var.region
+  buckets       = keys(var.buckets)
+  bundle_bucket = var.bundle_bucket
+  depends_on    = [google_project_service.apis]
 }
 
 module "ci_identity" {
@@ -73,7 +74,7 @@ module "ci_identity" {
   # Where the deploy account gets roles beyond the project's (ci-identity variables.tf);
   # the bucket grants wait for the buckets.
   buckets         = keys(var.buckets)
-  bundle_bucket   = one([for name, b in var.buckets : name if b.bundles])
+  bundle_bucket   = var.bundle_bucket
   billing_account = var.billing_account
   depends_on      = [google_project_service.apis, module.buckets]
 }

@@ -91,20 +91,19 @@ variable "kms" {
 }
 
 variable "buckets" {
-  type = map(object({
-    bundles = optional(bool, false)
-  }))
+  type        = map(object({}))
   description = <<-EOT
-    The workload buckets the stack's gs:// URIs name (tpuray:workloads.bundleUri, train.dataUri
-    and storageUri, serve.checkpointUri and modelSource), by name. bundles = true marks the one
-    bundleUri names: the deploy workflow uploads the app bundle there.
+    The workload buckets the stack's gs:// URIs name (tpuray:workloads.train.dataUri and
+    storageUri, serve.checkpointUri and modelSource), by name. The app bundles have their own
+    bucket (bundle_bucket).
   EOT
   default     = {}
+}
 
-  validation {
-    condition     = length([for b in values(var.buckets) : b if b.bundles]) <= 1
-    error_message = "buckets: at most one bucket holds the app bundles (bundles = true)."
-  }
+variable "bundle_bucket" {
+  type        = string
+  description = "The bucket of tpuray:workloads.bundleUri: the deploy workflow uploads the app bundles there; only the deploy account writes it (new objects only), the workloads' accounts read it, and a retention policy holds every object (modules/buckets)."
+  default     = null
 }
 
 variable "billing_account" {
