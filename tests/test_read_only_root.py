@@ -2,8 +2,8 @@
 (issue 36, item 9): on the rendered objects, and on a real Ray 2.60 head, worker and job
 submitter run here under a read-only root with only those directories writable.
 
-The emulation: a private mount and PID namespace (`unshare`, as root, touching nothing outside
-it) remounts / read-only and mounts a tmpfs at each path of pod_security.WRITABLE_DIRS, as the
+The emulation: a private mount, PID and network namespace (`unshare`, as root, touching nothing
+outside it; loopback is its only interface) remounts / read-only and mounts a tmpfs at each path of pod_security.WRITABLE_DIRS, as the
 kubelet mounts the emptyDirs over a read-only image. Ray runs with token auth as KubeRay starts
 it (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN from the environment), a worker node joins, and a job
 submitted with a working_dir (unpacked on the nodes under /tmp/ray, as a gs:// bundle would be)
@@ -85,6 +85,7 @@ print("RESULTS", sorted(r[0] for r in results), "NODES", len({r[1] for r in resu
 
 SCRIPT = r"""
 set -eu
+ip link set lo up
 mount --make-rprivate /
 mount -o remount,bind,ro /
 if touch "$PROBE" 2>/dev/null; then echo "ROOT-WRITABLE"; exit 3; fi
@@ -118,7 +119,7 @@ def run_read_only(writable_in_home: list[str], extra: tuple[str, ...] = ()) -> s
         # /tmp before /tmp/ray, as the runtime mounts a parent before what lies below it.
         writable.sort(key=lambda p: p.count("/"))
         env = {
-            "PATH": f"{VENV_BIN}:/usr/bin:/bin",
+            "PATH": f"{VENV_BIN}:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOME": str(home),
             "BIN": str(VENV_BIN),
             "PROBE": str(home / "probe"),
@@ -135,7 +136,9 @@ def run_read_only(writable_in_home: list[str], extra: tuple[str, ...] = ()) -> s
             **{k: v for k, v in os.environ.items() if k in ("TPURAY_TEST_SESSION", "RAY_USAGE_STATS_ENABLED")},
         }
         done = subprocess.run(
-            ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", SCRIPT],
+            # A network namespace of its own with loopback alone: Ray, which rewrites 127.0.0.1 to the
+            # machine's address for a multi-node cluster, finds no other address to use.
+            ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--mount-proc", "sh", "-c", SCRIPT],
             env=env,
             capture_output=True,
             text=True,

@@ -38,6 +38,7 @@ def ray_head(auth_mode: str, token: str | None = None) -> Iterator[str]:
     temp_dir = tempfile.mkdtemp(prefix="tpr-auth-", dir="/tmp")  # short: Ray's sockets live below it
     dashboard = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": auth_mode, "RAY_TMPDIR": temp_dir, "TPURAY_AUTH_PROBE": marker}
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every address stays 127.0.0.1 (ray_apps.runtime)
     env.pop("RAY_AUTH_TOKEN", None)
     if token is not None:
         env["RAY_AUTH_TOKEN"] = token
