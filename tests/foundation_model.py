@@ -251,6 +251,7 @@ class Foundation:
     network: str
     subnetwork: str
     secondary_ranges: tuple[str, ...]
+    vpc_ranges: tuple[str, ...]  # the GKE subnetwork's primary range, then its secondary ranges' CIDRs
     proxy_only_subnets: tuple[tuple[str, str], ...]  # (region, CIDR) in `network`
     kms_keys: tuple[str, ...]  # projects/P/locations/L/keyRings/R/cryptoKeys/K
     buckets: tuple[str, ...]  # workload buckets, the Pulumi state bucket, then the CI home's Terraform state bucket
@@ -266,7 +267,7 @@ def foundation(env: str) -> Foundation:
     root = Scope(TF / "foundation" / env).module("foundation")
     net = root.module("network")
     (vpc,) = instances(net, "google_compute_network", "vpc", "name")
-    (gke,) = instances(net, "google_compute_subnetwork", "gke", "name", "region", "secondary_ip_range")
+    (gke,) = instances(net, "google_compute_subnetwork", "gke", "name", "region", "ip_cidr_range", "secondary_ip_range")
     proxy_only = instances(net, "google_compute_subnetwork", "proxy_only", "region", "ip_cidr_range", "purpose", "role")
     assert all(s["purpose"] == "REGIONAL_MANAGED_PROXY" and s["role"] == "ACTIVE" for s in proxy_only)
     kms = root.module("kms")
@@ -296,6 +297,7 @@ def foundation(env: str) -> Foundation:
         network=vpc["name"],
         subnetwork=gke["name"],
         secondary_ranges=tuple(r["range_name"] for r in gke["secondary_ip_range"]),
+        vpc_ranges=(gke["ip_cidr_range"], *(r["ip_cidr_range"] for r in gke["secondary_ip_range"])),
         proxy_only_subnets=tuple((s["region"], s["ip_cidr_range"]) for s in proxy_only),
         kms_keys=tuple(keys),
         buckets=tuple(buckets),

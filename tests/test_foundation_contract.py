@@ -155,6 +155,21 @@ def test_every_service_account_a_stack_runs_as_is_one_its_foundation_creates(env
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_each_stack_names_its_foundations_vpc_ranges_for_the_admin_network_check(env: str) -> None:
+    # tpuray/gcp_ranges.py refuses an adminCidrs or masterAuthorizedNetworks entry that overlaps these.
+    cfg = parse_stack_config(read_stack_file(STACKS / f"Pulumi.{env}.yaml"), env)
+    assert tuple(cfg.cluster.vpc_ranges) == foundation(env).vpc_ranges
+
+
+def test_the_foundations_vpc_ranges_are_the_roots_cidrs() -> None:
+    assert {env: foundation(env).vpc_ranges for env in ENVS} == {
+        "dev": ("10.10.0.0/20", "10.32.0.0/14", "10.36.0.0/20"),
+        "staging": ("10.12.0.0/20", "10.40.0.0/14", "10.44.0.0/20"),
+        "prod": ("10.20.0.0/20", "10.64.0.0/14", "10.68.0.0/20"),
+    }
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_a_committed_stack_creates_no_service_account(env: str) -> None:
     assert [r.name for r in mocked(env).resources if r.type == "gcp:serviceaccount/account:Account"] == []
 

@@ -71,6 +71,7 @@ def test_an_authorized_slash_7_of_a_private_endpoint_is_refused() -> None:
 
 def test_all_of_ten_slash_8_is_still_a_private_network() -> None:
     raw = copy.deepcopy(STACKS["prod"])
+    raw["cluster"].pop("vpcRanges")  # prod's own ranges lie in 10/8 (test_admin_and_authorized_networks_...)
     raw["cluster"]["masterAuthorizedNetworks"] = [{"cidr": "10.0.0.0/8", "name": "all-internal"}]
     assert parse_stack_config(raw, "prod").cluster.master_authorized_networks[0].cidr == "10.0.0.0/8"
 
@@ -84,7 +85,33 @@ def test_the_same_authorized_network_twice_is_refused() -> None:
 
 
 def test_more_than_50_authorized_networks_is_refused() -> None:
-    networks = [{"cidr": f"10.{i}.0.0/16", "name": f"site-{i}"} for i in range(51)]
+    networks = [{"cidr": f"192.168.{i}.0/24", "name": f"site-{i}"} for i in range(51)]
     assert errors("prod", lambda c: c["cluster"].update(masterAuthorizedNetworks=networks)) == [
         "tpuray:cluster.masterAuthorizedNetworks: 51 networks is more than GKE's 50; merge adjacent CIDRs"
+    ]
+
+
+# The VPC's own ranges (tpuray:cluster.vpcRanges, held to the foundation's by
+# tests/test_foundation_contract.py): an operator range inside them admits every node and pod.
+# Before (issue 36, item 5) the stacks sat in the default VPC, whose 10.128.0.0/9 holds the corp VPN's 10.128.0.0/16.
+def test_an_admin_cidr_inside_the_clusters_own_vpc_range_is_refused() -> None:
+    assert errors("prod", lambda c: c["workloads"].update(adminCidrs=["10.20.4.0/24"])) == [
+        "tpuray:workloads.adminCidrs[0]: '10.20.4.0/24' overlaps the cluster's own VPC range '10.20.0.0/20' "
+        "(tpuray:cluster.vpcRanges[0]), so every node, pod and VM there would count as an operator's network: list "
+        "the operators' networks (VPN, bastion) outside the VPC"
+    ]
+
+
+def test_an_authorized_network_holding_the_pods_range_is_refused() -> None:
+    networks = [{"cidr": "10.64.0.0/12", "name": "too-wide"}]
+    assert errors("prod", lambda c: c["cluster"].update(masterAuthorizedNetworks=networks)) == [
+        "tpuray:cluster.masterAuthorizedNetworks[0].cidr: '10.64.0.0/12' overlaps the cluster's own VPC range "
+        "'10.64.0.0/14' (tpuray:cluster.vpcRanges[1]), so every node, pod and VM there would count as an operator's "
+        "network: list the operators' networks (VPN, bastion) outside the VPC"
+    ]
+
+
+def test_a_vpc_range_that_is_not_a_cidr_is_refused() -> None:
+    assert errors("dev", lambda c: c["cluster"].update(vpcRanges=["gke-pods"])) == [
+        "tpuray:cluster.vpcRanges[0]: 'gke-pods' is not a CIDR block; list the VPC's ranges, e.g. '10.20.0.0/20'"
     ]

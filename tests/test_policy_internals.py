@@ -161,6 +161,7 @@ def test_only_the_gke_and_node_pool_rules_stay_off_plain_manifests() -> None:
         "gke-control-plane-access",
         "gke-dataplane-v2",
         "gke-maintenance-window",
+        "gke-no-default-network",
         "gke-no-legacy-abac",
         "gke-node-service-account",
         "gke-private-nodes",
@@ -177,7 +178,7 @@ def test_only_the_gke_and_node_pool_rules_stay_off_plain_manifests() -> None:
 
 def test_every_rule_is_mandatory_by_default_except_the_field_version_advice() -> None:
     levels = {name: rule.level for name, rule in RULES_BY_NAME.items()}
-    assert len(levels) == 50
+    assert len(levels) == 51
     assert {name for name, level in levels.items() if level is not MANDATORY} == {"kuberay-field-version"}
     assert levels["kuberay-field-version"] is ADVISORY
 

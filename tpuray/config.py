@@ -118,6 +118,14 @@ class ClusterConfig(_Model):
     master_authorized_networks: list[AuthorizedNetwork] = Field(
         default_factory=list, alias="masterAuthorizedNetworks", description="CIDRs allowed to reach the control plane"
     )
+    # The VPC's own ranges (the foundation's network.subnet_cidr, pods_cidr, services_cidr): the
+    # admin and authorized networks must lie outside them (tpuray/gcp_ranges.py).
+    vpc_ranges: list[str] = Field(
+        default_factory=list,
+        alias="vpcRanges",
+        description="the cluster VPC's own ranges (nodes, Pods, Services); adminCidrs and masterAuthorizedNetworks "
+        "must lie outside them",
+    )
     cpu_pool: CpuPoolConfig = Field(
         default_factory=CpuPoolConfig, alias="cpuPool", description="the CPU node pool for Ray heads and system pods"
     )

@@ -1,12 +1,13 @@
 """The IP ranges a stack carries, checked against each other and against GKE's limits.
 
 The stack names these ranges: the private control plane's /28 (`cluster.masterIpv4CidrBlock`),
-the region's proxy-only subnet of an internal Gateway (`workloads.serve.gateway.proxyOnlySubnetCidr`)
-and the CIDRs allowed to the control plane (`cluster.masterAuthorizedNetworks`). The nodes' primary
-range and the Pods and Services secondary ranges are not in the config: the stack names the
-secondary ranges only (podsRangeName, servicesRangeName, or the Terraform outputs that hold the
-names), and their CIDRs live in the VPC (terraform/modules/foundation `network`), so they cannot be
-compared here. Each problem is one line naming both keys where two ranges meet.
+the region's proxy-only subnet of an internal Gateway (`workloads.serve.gateway.proxyOnlySubnetCidr`),
+the CIDRs allowed to the control plane (`cluster.masterAuthorizedNetworks`) and to the Ray admin
+ports (`workloads.adminCidrs`), and the VPC's own ranges (`cluster.vpcRanges`: the nodes' primary
+range and the Pods and Services secondary ranges, whose CIDRs live in the VPC, terraform/modules/network;
+tests/test_foundation_contract.py holds the committed stacks' list to their foundation's). An admin
+or authorized network that overlaps the VPC's own ranges admits every node and pod of the cluster
+(and every VM of the subnet): refused. Each problem is one line naming both keys where two ranges meet.
 Called by tpuray.gcp_rules.stack_lines; a range that is not a CIDR is refused there (masterIpv4CidrBlock,
 authorized networks) or in tpuray/security_config.py (proxyOnlySubnetCidr) and skipped here.
 """
@@ -105,5 +106,35 @@ def authorized_network_lines(cfg: StackConfig) -> list[str]:
     return lines
 
 
+def own_vpc_lines(cfg: StackConfig) -> list[str]:
+    """vpcRanges must be CIDRs; no admin or authorized network may overlap one of them."""
+    key = f"{NS}:cluster.vpcRanges"
+    lines, own = [], []
+    for i, value in enumerate(cfg.cluster.vpc_ranges):
+        network = _network(value)
+        if network is None:
+            lines.append(f"{key}[{i}]: {value!r} is not a CIDR block; list the VPC's ranges, e.g. '10.20.0.0/20'")
+        else:
+            own.append((i, value, network))
+    # A range refused already for being everyone (adminCidrs: tpuray/security_config.py) or wider
+    # than any private network (authorized networks of a private endpoint, above) gets that line only.
+    admins = [(f"{NS}:workloads.adminCidrs[{i}]", c, 0) for i, c in enumerate(cfg.workloads.admin_cidrs)]
+    widest = PRIVATE_WIDEST_PREFIX if cfg.cluster.private_endpoint else 0
+    authorized = [(f"{NS}:cluster.masterAuthorizedNetworks[{i}].cidr", n.cidr, widest)
+                  for i, n in enumerate(cfg.cluster.master_authorized_networks)]  # fmt: skip
+    for where, cidr, refused_below in admins + authorized:
+        network = _network(cidr)
+        if network is None or network.prefixlen <= 0 or network.prefixlen < refused_below:
+            continue
+        hit = next(((i, v) for i, v, own_net in own if _overlaps(network, own_net)), None)
+        if hit is not None:
+            lines.append(
+                f"{where}: {cidr!r} overlaps the cluster's own VPC range {hit[1]!r} ({key}[{hit[0]}]), so every node, "
+                "pod and VM there would count as an operator's network: list the operators' networks (VPN, bastion) "
+                "outside the VPC"
+            )
+    return lines
+
+
 def stack_lines(cfg: StackConfig) -> list[str]:
-    return proxy_only_lines(cfg) + authorized_network_lines(cfg)
+    return proxy_only_lines(cfg) + authorized_network_lines(cfg) + own_vpc_lines(cfg)

@@ -15,6 +15,7 @@ from tpuray.policies import (
     rules_hardening,
     rules_kuberay,
     rules_llm,
+    rules_network,
     rules_podsecurity,
     rules_secrets,
     rules_security,
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     *rules_secrets.RULES,
     *rules_podsecurity.RULES,
     *rules_hardening.RULES,
+    *rules_network.RULES,
     *rules_versions.RULES,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
