@@ -109,11 +109,21 @@ class ClusterConfig(_Model):
     master_cidr: str = Field(
         "172.16.0.0/28", alias="masterIpv4CidrBlock", description="the /28 of the private control plane"
     )
-    # The IP endpoint is private unless a stack opts out; CI uses the DNS-based endpoint.
+    # The IP endpoint is private unless a stack opts out.
     private_endpoint: bool = Field(
         True,
         alias="privateEndpoint",
-        description="the control plane's IP endpoint is private (CI uses the DNS endpoint)",
+        description="the control plane's IP endpoint is private",
+    )
+    # GKE's DNS-based control-plane endpoint (infra/components/control_plane.py, docs/ci.md "How the
+    # runners reach the cluster"): `public-iam` takes user traffic from anywhere that reaches Google
+    # APIs, authorised by IAM (container.clusters.connect) and then RBAC, which is how GitHub-hosted
+    # runners deploy; `off` takes none, and the deploy runs on a runner inside the VPC.
+    dns_endpoint: Literal["public-iam", "off"] = Field(
+        "public-iam",
+        alias="dnsEndpoint",
+        description="public-iam: the DNS control-plane endpoint, reachable wherever Google APIs are and authorised by "
+        "IAM then RBAC; off: no user traffic over it (deploy from a runner inside the VPC)",
     )
     master_authorized_networks: list[AuthorizedNetwork] = Field(
         default_factory=list, alias="masterAuthorizedNetworks", description="CIDRs allowed to reach the control plane"
@@ -157,6 +167,15 @@ class ClusterConfig(_Model):
         description="a GKE version to create the cluster at (sent as its initial version); unset: the release "
         "channel's default",
     )
+
+    @field_validator("dns_endpoint", mode="before")
+    @classmethod
+    def _off_is_not_false(cls, value: Any) -> Any:
+        # YAML 1.1 (PyYAML, so `tpuray preview`) reads a bare `off` as false; Pulumi's YAML does not.
+        if value is False:
+            raise PydanticCustomError("dns_endpoint_bool", 'a bare off reads as false in YAML: write "off" (quoted)')
+        return value
+
     # Hardening (tpuray/security_config.py, docs/security.md).
     binary_authorization: BinaryAuthorizationConfig | None = Field(
         None, alias="binaryAuthorization", description="enforce the project's Binary Authorization policy"

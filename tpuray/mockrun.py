@@ -111,6 +111,9 @@ class _RecordingMocks(pulumi.runtime.Mocks):
         elif args.typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "172.16.0.2"
             outputs["masterAuth"] = {"clusterCaCertificate": "bW9jay1jYQ=="}
+            # The private IP endpoint, which a stack with dnsEndpoint: off deploys through.
+            private = dict(args.inputs.get("privateClusterConfig") or {})
+            outputs["privateClusterConfig"] = {**private, "privateEndpoint": "172.16.0.2"}
             # GKE fills in the DNS-based endpoint's name (gke-<id>.<region>.gke.goog).
             endpoints = dict(args.inputs.get("controlPlaneEndpointsConfig") or {})
             if "dnsEndpointConfig" in endpoints:

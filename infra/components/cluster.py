@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.components.access import control_plane_endpoints
+from infra.components import control_plane
 from infra.components.access import kubeconfig as dns_kubeconfig
 from infra.components.egress import cluster_egress
 from infra.components.hardening import hardening_settings
@@ -113,8 +113,8 @@ class GkeCluster(pulumi.ComponentResource):
                 "enable_private_endpoint": cfg.private_endpoint,
                 "master_ipv4_cidr_block": cfg.master_cidr,
             },
-            # CI and people reach the control plane through the IAM-authorised DNS endpoint.
-            control_plane_endpoints_config=control_plane_endpoints(),
+            # The DNS endpoint per tpuray:cluster.dnsEndpoint: IAM-authorised from anywhere, or off.
+            control_plane_endpoints_config=control_plane.endpoints_config(cfg),
             master_authorized_networks_config={"cidr_blocks": authorized} if authorized else None,
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
@@ -157,8 +157,13 @@ class GkeCluster(pulumi.ComponentResource):
         # Private nodes reach image registries and PyPI through Cloud NAT (tpuray:cluster.egress).
         cluster_egress(name, cfg, project, args.gcp.region, child)
 
-        dns_endpoint = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint
-        kubeconfig = pulumi.Output.all(cluster.name, dns_endpoint).apply(lambda a: dns_kubeconfig(*a))
+        if cfg.dns_endpoint == control_plane.PUBLIC_IAM:
+            dns_endpoint = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint
+            kubeconfig = pulumi.Output.all(cluster.name, dns_endpoint).apply(lambda a: dns_kubeconfig(*a))
+        else:  # from inside the VPC: the private IP endpoint and the cluster's CA
+            ip = cluster.private_cluster_config.private_endpoint
+            ca = cluster.master_auth.cluster_ca_certificate
+            kubeconfig = pulumi.Output.all(cluster.name, ip, ca).apply(lambda a: control_plane.ip_kubeconfig(*a))
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=child)
         self.name = cluster.name
         # Exists once the cluster does: IAM refuses a binding to PROJECT.svc.id.goog before that.

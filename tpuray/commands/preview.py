@@ -132,7 +132,7 @@ def key_inputs(r: MockedResource) -> str:
 
 
 def cluster_security_summary(i: dict[str, Any]) -> str:
-    """Dataplane V2, secrets encryption, Binary Authorization and maintenance of a Cluster's inputs."""
+    """DNS endpoint, Dataplane V2, secrets encryption, Binary Authorization and maintenance of a Cluster's inputs."""
     dataplane = "V2" if i.get("datapathProvider") == "ADVANCED_DATAPATH" else "legacy"
     kms = _get(i, "databaseEncryption", "keyName") if _get(i, "databaseEncryption", "state") == "ENCRYPTED" else None
     window = _get(i, "maintenancePolicy", "recurringWindow") or {}
@@ -143,8 +143,10 @@ def cluster_security_summary(i: dict[str, Any]) -> str:
     )
     exclusions = len(_get(i, "maintenancePolicy", "maintenanceExclusions") or [])
     binauthz = _get(i, "binaryAuthorization", "evaluationMode") or "off"
+    # tpuray:cluster.dnsEndpoint, as GKE takes it (infra/components/control_plane.py).
+    dns = "public-iam" if _get(i, "controlPlaneEndpointsConfig", "dnsEndpointConfig", "allowExternalTraffic") else "off"
     return (
-        f"dataplane={dataplane} secretsEncryption={'KMS ' + kms.split('/')[-1] if kms else 'default'} "
+        f"dnsEndpoint={dns} dataplane={dataplane} secretsEncryption={'KMS ' + kms.split('/')[-1] if kms else 'default'} "
         f"binaryAuthorization={binauthz} maintenance={maintenance} exclusions={exclusions}"
     )
 
