@@ -73,8 +73,8 @@ def test_preview_prod_shows_dataplane_v2_kms_and_the_maintenance_policy_and_pass
     assert "policies: no violations" in out.out
     (cluster,) = mocked("prod").of_type(CLUSTER)
     assert key_inputs(cluster) == (
-        "us-east5 channel=STABLE rayOperator=True privateNodes=True workloadIdentity=True dataplane=V2 "
-        "secretsEncryption=KMS gke-secrets binaryAuthorization=off "
+        "us-east5 channel=STABLE rayOperator=True privateNodes=True workloadIdentity=True dnsEndpoint=off "
+        "dataplane=V2 secretsEncryption=KMS gke-secrets binaryAuthorization=off "
         "maintenance=FREQ=WEEKLY;BYDAY=SA,SU 04:00-12:00Z exclusions=1"
     )
 
