@@ -194,8 +194,9 @@ CASES: list[tuple[str, Edit, str]] = [
      "tpuray:terraform.outputs.reservations.dev-res: no capacity tier uses reservation 'dev-res'; valid: none: no "
      "capacity tier names a reservation"),
     # ------------------------------------------------------------------ hardening, network, versions
-    ("binary authorization with an image not pinned by digest",
-     lambda c: c["cluster"].update(binaryAuthorization={"enforce": True}),
+    ("binary authorization with an image override not pinned by digest",
+     lambda c: (c["cluster"].update(binaryAuthorization={"enforce": True}),
+                c["ray"].update(image="rayproject/ray:2.60.0-py312-tpu")),
      "tpuray:ray.image: 'rayproject/ray:2.60.0-py312-tpu' is not pinned by digest; Binary Authorization in enforce "
      "mode admits the project's images by digest: use <image>@sha256:<64 hex digits>"),
     ("maintenance window under four hours",

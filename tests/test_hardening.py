@@ -74,7 +74,7 @@ def test_preview_prod_shows_dataplane_v2_kms_and_the_maintenance_policy_and_pass
     (cluster,) = mocked("prod").of_type(CLUSTER)
     assert key_inputs(cluster) == (
         "us-east5 channel=STABLE rayOperator=True privateNodes=True workloadIdentity=True dnsEndpoint=off "
-        "dataplane=V2 secretsEncryption=KMS gke-secrets binaryAuthorization=off "
+        "dataplane=V2 secretsEncryption=KMS gke-secrets binaryAuthorization=PROJECT_SINGLETON_POLICY_ENFORCE "
         "maintenance=FREQ=WEEKLY;BYDAY=SA,SU 04:00-12:00Z exclusions=1"
     )
 
@@ -112,6 +112,40 @@ def test_opting_in_enforces_binary_authorization_and_admits_the_ray_image_by_dig
     }
 
 
+def test_prod_enforces_binary_authorization_admitting_only_its_own_repository() -> None:
+    # Before (issue 36, item 8) no committed stack enforced it.
+    (cluster,) = mocked("prod").of_type(CLUSTER)
+    assert cluster.inputs["binaryAuthorization"] == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
+    (policy,) = mocked("prod").of_type("gcp:binaryauthorization/policy:Policy")
+    assert policy.inputs["admissionWhitelistPatterns"] == [
+        {"namePattern": "us-east5-docker.pkg.dev/acme-ml-prod/tpuray/*"}
+    ]
+
+
+def test_prod_with_the_digests_the_deploy_pushed_passes_binary_authorization(tmp_path: Path) -> None:
+    digest = "sha256:" + "3f" * 32
+
+    def built(config: dict[str, Any]) -> None:
+        config["tpuray:images"]["digests"] = {"ray-tpu": digest, "serve-llm": digest}
+
+    run = run_stack(str(_stack_file(tmp_path, "built", built)))
+    images = {c["image"] for r in run.kubernetes_objects() for c in _containers(r.manifest())}
+    assert images == {
+        f"us-east5-docker.pkg.dev/acme-ml-prod/tpuray/ray-tpu@{digest}",
+        f"us-east5-docker.pkg.dev/acme-ml-prod/tpuray/serve-llm@{digest}",
+    }
+    assert [v.as_json() for v in policy_violations(run)] == []
+
+
+def _containers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = manifest.get("spec", {})
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or (spec if "headGroupSpec" in spec else None)
+    if not cluster:
+        return []
+    groups = [cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]
+    return [c for g in groups for c in g["template"]["spec"]["containers"] if c["name"].startswith("ray-")]
+
+
 # ---------------------------------------------------------------------------- config mistakes
 
 
@@ -125,7 +159,10 @@ def _prod(edit: Any) -> dict[str, Any]:
     ("edit", "line"),
     [
         (
-            lambda r: r["cluster"].update(binaryAuthorization={"enforce": True}),
+            lambda r: (
+                r["cluster"].update(binaryAuthorization={"enforce": True}),
+                r["ray"].update(image="rayproject/ray:2.60.0-py312-tpu"),
+            ),
             "tpuray:ray.image: 'rayproject/ray:2.60.0-py312-tpu' is not pinned by digest; Binary Authorization in "
             "enforce mode admits the project's images by digest: use <image>@sha256:<64 hex digits>",
         ),

@@ -182,7 +182,7 @@ def test_the_rendered_service_without_its_volume_fires_hf_token_mounted(run: Sta
 def test_preview_shows_the_add_on_and_the_one_secret_grant(run: StackRun) -> None:
     assert key_inputs(one(run, CLUSTER)) == (
         "us-east5 channel=STABLE rayOperator=True privateNodes=True workloadIdentity=True secretManager=True "
-        "dnsEndpoint=off dataplane=V2 secretsEncryption=KMS gke-secrets binaryAuthorization=off "
+        "dnsEndpoint=off dataplane=V2 secretsEncryption=KMS gke-secrets binaryAuthorization=PROJECT_SINGLETON_POLICY_ENFORCE "
         "maintenance=FREQ=WEEKLY;BYDAY=SA,SU 04:00-12:00Z exclusions=1"
     )
     assert key_inputs(one(run, SECRET_IAM)) == (

@@ -61,8 +61,9 @@ def test_dockerfile_defaults_are_the_stack_pins_and_the_lock_versions(stack: str
         "PYTHON_TAG": "py312",
         "OPTAX_VERSION": "0.2.8",
     }
-    for name in ("ray-tpu", "serve-llm"):
-        assert arg_defaults(images.dockerfile(name)) == images.build_args(cfg, name)
+    for name in ("ray-tpu", "serve-llm"):  # BASE_DIGEST has no default: it comes from images/base-images.lock
+        args = {k: v for k, v in images.build_args(cfg, name).items() if k != "BASE_DIGEST"}
+        assert arg_defaults(images.dockerfile(name)) == args
 
 
 def test_serve_llm_pins_the_vllm_tpu_build_of_the_vllm_release_ray_llm_requires() -> None:
@@ -72,11 +73,100 @@ def test_serve_llm_pins_the_vllm_tpu_build_of_the_vllm_release_ray_llm_requires(
     assert 'vllm[audio]==0.29.0; extra == "llm"' in (importlib.metadata.requires("ray") or [])
 
 
+SERVE_LLM = REPO / "images" / "serve-llm"
+
+
+def _requirements(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+
+
 def test_serve_llm_keeps_fastapi_below_0_137_where_ray_2_60_serve_routes_answer_400() -> None:
     # ray-project/ray#64475; vllm-tpu 0.29.0's own METADATA asks for fastapi[standard]<0.137.0,>=0.133.0.
+    assert _requirements(SERVE_LLM / "requirements.in") == [
+        "ray[default]==2.60.0",
+        "optax==0.2.8",
+        "vllm-tpu==0.29.0",
+        "tpu-inference==0.29.0",
+        "fastapi[standard]>=0.133.0,<0.137.0",
+    ]
+
+
+# Supply chain (issue 36, item 8): the base by digest, the serve-llm packages by hash.
+def test_every_dockerfile_builds_from_its_base_by_digest() -> None:
+    froms = {name: re.findall(r"^FROM (\S+)", images.dockerfile(name).read_text(), re.MULTILINE)
+             for name in ("ray-tpu", "serve-llm")}  # fmt: skip
+    assert froms == {
+        "ray-tpu": ["rayproject/ray:${RAY_VERSION}-${PYTHON_TAG}-tpu@${BASE_DIGEST}"],
+        "serve-llm": ["rayproject/ray:${RAY_VERSION}-${PYTHON_TAG}-tpu@${BASE_DIGEST}"],
+    }
+    for name in ("ray-tpu", "serve-llm"):  # no default: a build without a recorded digest fails at FROM
+        assert re.search(r"^ARG BASE_DIGEST$", images.dockerfile(name).read_text(), re.MULTILINE)
+
+
+def test_a_from_by_tag_fails_the_digest_check() -> None:
+    pinned = re.compile(r"@(\$\{BASE_DIGEST\}|sha256:[0-9a-f]{64})$")
+    assert not pinned.search("rayproject/ray:${RAY_VERSION}-${PYTHON_TAG}-tpu")
+    assert pinned.search("rayproject/ray:2.60.0-py312-tpu@sha256:" + "3f" * 32)
+
+
+def test_no_base_digest_is_recorded_yet_so_none_is_passed_to_the_build() -> None:
+    # Docker Hub could not be reached where the lock was written: no digest is made up.
+    assert images.base_digest("rayproject/ray:2.60.0-py312-tpu") is None
+    assert "BASE_DIGEST" not in images.build_args(load_stack("prod"), "serve-llm")
+    (plan,) = [i for i in images.build_plan(load_stack("dev"))["images"] if i["name"] == "ray-tpu"]
+    assert (plan["base"], plan["base_digest"]) == ("rayproject/ray:2.60.0-py312-tpu", None)
+
+
+def test_a_recorded_base_digest_becomes_the_build_arg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = tmp_path / "base-images.lock"
+    lock.write_text(f"rayproject/ray:2.60.0-py312-tpu:\n  digest: {DIGEST}\n  recorded: 2026-12-02\n")
+    monkeypatch.setattr(images, "BASE_LOCK", lock)
+    assert images.build_args(load_stack("dev"), "ray-tpu")["BASE_DIGEST"] == DIGEST
+
+
+def test_a_base_lock_entry_that_is_not_a_digest_is_refused(tmp_path: Path) -> None:
+    lock = tmp_path / "base-images.lock"
+    lock.write_text("rayproject/ray:2.60.0-py312-tpu:\n  digest: latest\n")
+    with pytest.raises(images.BaseLockError) as err:
+        images.base_digest("rayproject/ray:2.60.0-py312-tpu", lock)
+    assert (
+        err.value.args[0] == "base-images.lock: rayproject/ray:2.60.0-py312-tpu: digest 'latest' is not sha256:<64 hex>"
+    )
+
+
+def _locked() -> dict[str, tuple[str, int]]:
+    """name -> (version, number of hashes) of every package in serve-llm's requirements.lock."""
+    found: dict[str, tuple[str, int]] = {}
+    name = ""
+    for line in (SERVE_LLM / "requirements.lock").read_text().splitlines():
+        pin = re.match(r"^([A-Za-z0-9._-]+)(?:\[[^\]]*\])?==([^ ;\\]+)", line)
+        if pin:
+            name = pin.group(1).lower()
+            found[name] = (pin.group(2), 0)
+        elif line.strip().startswith("--hash=sha256:"):
+            found[name] = (found[name][0], found[name][1] + 1)
+    return found
+
+
+def test_serve_llm_installs_its_packages_from_the_lock_with_hashes_only() -> None:
     text = images.dockerfile("serve-llm").read_text()
-    assert '"fastapi[standard]>=0.133.0,<0.137.0"' in text
-    assert '"ray[default]==${RAY_VERSION}"' in text
+    assert "RUN pip install --no-cache-dir --require-hashes -r /tmp/serve-llm-requirements.lock" in text
+    assert "COPY requirements.lock /tmp/serve-llm-requirements.lock" in text
+    locked = _locked()
+    assert len(locked) == 258
+    assert [name for name, (_, hashes) in locked.items() if hashes == 0] == []
+
+
+def test_the_serve_llm_lock_holds_the_dockerfile_pins() -> None:
+    locked = _locked()
+    defaults = arg_defaults(images.dockerfile("serve-llm"))
+    assert {n: locked[n][0] for n in ("ray", "optax", "vllm-tpu", "tpu-inference")} == {
+        "ray": defaults["RAY_VERSION"],
+        "optax": defaults["OPTAX_VERSION"],
+        "vllm-tpu": defaults["VLLM_TPU_VERSION"],
+        "tpu-inference": defaults["TPU_INFERENCE_VERSION"],
+    }
+    assert locked["fastapi"][0] == "0.136.3"  # inside >=0.133.0,<0.137.0
 
 
 def _stack_with(tmp_path: Path, stack: str, images_config: dict[str, Any]) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,20 +37,38 @@ def _on(doc: dict[Any, Any]) -> Any:
     return doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as True
 
 
-def test_workflows_pass_actionlint() -> None:
+# `uses: owner/repo@<40 hex> # vN`: an action pinned by the commit its tag vN pointed at (docs/ci.md).
+PINNED = re.compile(r"^(\s*(?:- )?uses: )([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # (v\d+)\b")
+
+
+def _as_tags(text: str) -> str:
+    """The workflow with each pin replaced by the tag its comment names: actionlint knows the
+    inputs of popular actions by tag only, so this copy is where a misspelled input shows."""
+    tagged = re.compile(PINNED.pattern + ".*$")  # the rest of the comment goes too
+    return "\n".join(tagged.sub(lambda m: f"{m.group(1)}{m.group(2)}@{m.group(4)}", line) for line in text.splitlines())
+
+
+def _tagged_copies(tmp_path: Path, edit=lambda text: text) -> list[Path]:
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True)
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        (folder / path.name).write_text(edit(_as_tags(path.read_text())))
+    return sorted(folder.glob("*.yml"))
+
+
+def test_workflows_pass_actionlint(tmp_path: Path) -> None:
     files = sorted(WORKFLOWS.glob("*.yml"))
     assert {f.name for f in files} >= {"ci.yml", "preview.yml", "deploy.yml"}
     out = _actionlint(*files)
     assert out.returncode == 0, out.stdout + out.stderr
+    out = _actionlint(*_tagged_copies(tmp_path))  # the actions' inputs, checked against their releases
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_a_misspelled_pulumi_actions_input_fails_actionlint(tmp_path: Path) -> None:
-    text = (WORKFLOWS / "pulumi.yml").read_text()
-    assert "policyPacks:" in text
-    broken = tmp_path / ".github" / "workflows"
-    broken.mkdir(parents=True)
-    (broken / "pulumi.yml").write_text(text.replace("policyPacks:", "policyPack:"))
-    out = _actionlint(broken / "pulumi.yml")
+    assert "policyPacks:" in (WORKFLOWS / "pulumi.yml").read_text()
+    copies = _tagged_copies(tmp_path, lambda text: text.replace("policyPacks:", "policyPack:"))
+    out = _actionlint(*[p for p in copies if p.name == "pulumi.yml"])
     assert out.returncode != 0
     assert 'input "policyPack" is not defined in action "pulumi/actions' in out.stdout
 
@@ -196,6 +215,8 @@ def test_an_up_builds_and_pushes_images_and_uploads_the_bundle_before_pulumi_wit
 SHA = "5f1c0e9a7b3d2c4e6f8a0b1c2d3e4f5a6b7c8d9e"
 PUSHED = "sha256:" + "a" * 64
 BUILT = "sha256:" + "b" * 64
+BASE = "rayproject/ray:2.60.0-py312-tpu"
+BASE_DIGEST = "sha256:" + "c" * 64  # what images/base-images.lock records in these runs
 PLAN = {
     "repository": "us-east5-docker.pkg.dev/acme-ml-dev/tpuray",
     "images": [
@@ -203,10 +224,14 @@ PLAN = {
             "name": "ray-tpu",
             "context": "images/ray-tpu",
             "target": "us-east5-docker.pkg.dev/acme-ml-dev/tpuray/ray-tpu",
-            "build_args": {"RAY_VERSION": "2.60.0", "PYTHON_TAG": "py312"},
+            "base": BASE,
+            "base_digest": BASE_DIGEST,
+            "build_args": {"RAY_VERSION": "2.60.0", "PYTHON_TAG": "py312", "BASE_DIGEST": BASE_DIGEST},
         }
     ],
 }
+# What the registry answers for the base's tag: the recorded digest.
+BASE_AS_RECORDED = f'echo \'{{"digest": "{BASE_DIGEST}"}}\''
 # The bundle `tpuray bundle` builds: its bytes and their sha256 (printf 'PK tpuray-apps built here' | sha256sum).
 BUNDLE_BYTES = "PK tpuray-apps built here"
 BUNDLE = {
@@ -228,7 +253,7 @@ def _artifacts_script() -> str:
 
 
 def _run_artifacts(
-    tmp_path: Path, inspect: str, stored: str | None = None
+    tmp_path: Path, inspect: str, stored: str | None = None, base: str = BASE_AS_RECORDED, plan: dict | None = None
 ) -> tuple[subprocess.CompletedProcess[str], list[str], str]:
     """The `artifacts` step under bash with stand-ins for tpuray, gcloud and docker (jq and
     sha256sum are real). gcloud storage keeps objects under tmp_path/gcs: `cp --no-clobber` writes
@@ -244,7 +269,7 @@ def _run_artifacts(
     stubs = {
         tmp_path / ".venv" / "bin" / "tpuray": f"""echo "tpuray $*" >> {log}
 case "$1" in
-  images) echo '{json.dumps(PLAN)}';;
+  images) echo '{json.dumps(plan or PLAN)}';;
   bundle) mkdir -p dist; printf '%s' '{BUNDLE_BYTES}' > {BUNDLE["path"]}; echo '{json.dumps(BUNDLE)}';;
 esac""",
         bin_dir / "gcloud": f"""echo "gcloud $*" >> {log}
@@ -254,6 +279,7 @@ if [ "$1 $2" = "storage cp" ]; then
 fi
 if [ "$1 $2" = "storage cat" ]; then cat "{gcs}/${{3#gs://}}"; fi""",
         bin_dir / "docker": f"""echo "docker $*" >> {log}
+if [ "$2" = imagetools ] && [ "$4" = "{BASE}" ]; then {base}; exit $?; fi
 if [ "$2" = imagetools ]; then {inspect}; fi
 if [ "$2" = build ]; then
   while [ $# -gt 0 ]; do [ "$1" = --metadata-file ] && echo '{{"containerimage.digest": "{BUILT}"}}' > "$2"; shift; done
@@ -285,6 +311,7 @@ def test_a_first_deploy_of_a_commit_builds_and_pushes_its_images_under_the_commi
     (build,) = [c for c in calls if c.startswith("docker buildx build")]
     assert build == (
         "docker buildx build --push --build-arg=RAY_VERSION=2.60.0 --build-arg=PYTHON_TAG=py312 "
+        f"--build-arg=BASE_DIGEST={BASE_DIGEST} "
         f"--tag us-east5-docker.pkg.dev/acme-ml-dev/tpuray/ray-tpu:{SHA} --metadata-file image-ray-tpu.json images/ray-tpu"
     )
     assert _deployed_digests(github_output) == {"ray-tpu": BUILT}
@@ -351,3 +378,72 @@ def test_a_bundle_name_holding_other_bytes_stops_the_deploy(tmp_path: Path) -> N
     )
     assert (tmp_path / "gcs" / OBJECT).read_text() == "PK planted before the merge"  # never overwritten
     assert github_output == ""
+
+
+# Supply chain (issue 36, item 8): a tag can be moved to other code after review; a commit cannot.
+def _third_party_uses() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for line in path.read_text().splitlines():
+            ref = re.match(r"^\s*(?:- )?uses: (\S+)", line)
+            if ref and not ref.group(1).startswith("./"):
+                found.append((path.name, line.strip()))
+    return found
+
+
+def test_every_third_party_action_is_pinned_by_commit_with_its_tag_in_a_comment() -> None:
+    uses = _third_party_uses()
+    assert len(uses) == 22
+    assert [f"{name}: {line}" for name, line in uses if not PINNED.match(line.removeprefix("- "))
+            and not PINNED.match(line)] == []  # fmt: skip
+
+
+def test_each_action_is_pinned_to_the_same_commit_everywhere() -> None:
+    pins: dict[str, set[str]] = {}
+    for _, line in _third_party_uses():
+        m = PINNED.match(line)
+        assert m is not None, line
+        pins.setdefault(m.group(2), set()).add(f"{m.group(3)} {m.group(4)}")
+    assert {action: sorted(refs) for action, refs in pins.items()} == {
+        "actions/checkout": ["11d5960a326750d5838078e36cf38b85af677262 v4"],
+        "actions/setup-python": ["a26af69be951a213d495a4c3e4e4022e16d87065 v5"],
+        "hashicorp/setup-terraform": ["b9cd54a3c349d3f38e8881555d616ced269862dd v3"],
+        "actions/setup-go": ["40f1582b2485089dde7abd97c1529aa768e1baff v5"],
+        "actions/cache": ["0057852bfaa89a56745cba8c7296529d2fc39830 v4"],
+        "actions/download-artifact": ["d3f86a106a0bac45b974a628896c90dbdf5c8093 v4"],
+        "google-github-actions/auth": ["c200f3691d83b41bf9bbd8638997a462592937ed v2"],
+        "actions/github-script": ["f28e40c7f34bde8b3046d885e986cb6290c5673b v7"],
+        "actions/upload-artifact": ["ea165f8d65b6e75b540449e92b4886f43607fa02 v4"],
+        "google-github-actions/setup-gcloud": ["e427ad8a34f8676edf47cf7d7925499adf3eb74f v2"],
+        "pulumi/actions": ["8582a9e8cc630786854029b4e09281acd6794b58 v6"],
+    }
+
+
+def test_an_action_used_by_tag_fails_the_pin_check() -> None:
+    assert PINNED.match("- uses: actions/checkout@v4".removeprefix("- ")) is None
+    assert PINNED.match("uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4") is not None
+
+
+# The base by digest (images/base-images.lock): before (issue 36, item 8) the Dockerfiles built
+# FROM the tag, whatever image it named on the day of the build.
+def test_a_build_from_a_base_whose_digest_is_not_recorded_stops_the_deploy(tmp_path: Path) -> None:
+    unrecorded = {**PLAN, "images": [{**PLAN["images"][0], "base_digest": None,
+                                      "build_args": {"RAY_VERSION": "2.60.0", "PYTHON_TAG": "py312"}}]}  # fmt: skip
+    out, calls, github_output = _run_artifacts(tmp_path, TAG_MISSING, plan=unrecorded)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"::error::images/base-images.lock records no digest for {BASE} (the registry names {BASE_DIGEST}): "
+        "review that image and record its digest"
+    )
+    assert not [c for c in calls if c.startswith("docker buildx build")] and github_output == ""
+
+
+def test_a_base_tag_that_moved_since_its_digest_was_recorded_stops_the_deploy(tmp_path: Path) -> None:
+    moved = "sha256:" + "d" * 64
+    out, calls, github_output = _run_artifacts(tmp_path, TAG_MISSING, base=f'echo \'{{"digest": "{moved}"}}\'')
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"::error::{BASE} names {moved} in the registry, not the recorded {BASE_DIGEST}: the tag moved; review the "
+        "new image before recording it"
+    )
+    assert not [c for c in calls if c.startswith("docker buildx build")] and github_output == ""

@@ -754,7 +754,9 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += _terraform_lines(cfg)
     lines += _foundation_lines(cfg)
     lines += gcp_rules.stack_lines(cfg)
-    lines += hardening_lines(f"{NAMESPACE}:cluster", cfg.cluster, cfg.ray.tpu_image)
+    # The images built here are deployed by digest (`pulumi up` refuses one without: infra/components/workloads.py).
+    own_builds = cfg.ray.image is None and cfg.images.repository is not None
+    lines += hardening_lines(f"{NAMESPACE}:cluster", cfg.cluster, None if own_builds else cfg.ray.tpu_image)
     gateway = cfg.workloads.serve.gateway if cfg.workloads.serve else None
     lines += network_lines(f"{NAMESPACE}:workloads", cfg.workloads.admin_cidrs, gateway, f"{NAMESPACE}:workloads.serve")
     lines += _delivery_lines(cfg)

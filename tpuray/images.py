@@ -16,8 +16,11 @@ build, and a real `pulumi up` stops: no digest is ever invented.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from tpuray.config import IMAGE_NAMES, StackConfig
 from tpuray.shared import REPO_ROOT
@@ -30,6 +33,22 @@ APP_PACKAGES = ("optax",)
 # 0.29.0, the vLLM release that ray 2.60.0's `ray[llm]` extra requires (images/serve-llm/Dockerfile).
 VLLM_TPU_PACKAGES = {"vllm-tpu": "0.29.0", "tpu-inference": "0.29.0"}
 OCI_BASE_LABEL = "org.opencontainers.image.base.name"
+# The reviewed digest of each base (FROM <base>@${BASE_DIGEST}): images/base-images.lock.
+BASE_LOCK = IMAGES_DIR / "base-images.lock"
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class BaseLockError(ValueError):
+    """images/base-images.lock holds something that is not a digest."""
+
+
+def base_digest(base: str, lock: Path | None = None) -> str | None:
+    """The digest recorded for `base`, or None when none is (never a made-up one)."""
+    entries = yaml.safe_load((lock or BASE_LOCK).read_text()) or {}
+    digest = (entries.get(base) or {}).get("digest")
+    if digest is not None and not (isinstance(digest, str) and DIGEST.match(digest)):
+        raise BaseLockError(f"{(lock or BASE_LOCK).name}: {base}: digest {digest!r} is not sha256:<64 hex>")
+    return digest
 
 
 def dockerfile(name: str) -> Path:
@@ -70,8 +89,12 @@ class ImageRef:
 
 
 def build_args(cfg: StackConfig, name: str) -> dict[str, str]:
-    """The --build-arg values of images/<name>/Dockerfile: the stack's Ray pin and the lock's versions."""
+    """The --build-arg values of images/<name>/Dockerfile: the stack's Ray pin, the lock's versions and
+    the base's recorded digest (none when none is recorded: the build then fails at FROM)."""
     args = {"RAY_VERSION": cfg.ray.version, "PYTHON_TAG": cfg.ray.python}
+    digest = base_digest(base_image(cfg))
+    if digest:
+        args["BASE_DIGEST"] = digest
     args.update({f"{p.upper().replace('-', '_')}_VERSION": v for p, v in lock_pins().items()})
     if name == "serve-llm":
         args.update({f"{p.upper().replace('-', '_')}_VERSION": v for p, v in VLLM_TPU_PACKAGES.items()})
@@ -90,6 +113,7 @@ def build_plan(cfg: StackConfig) -> dict[str, object]:
                 "context": str(dockerfile(name).parent.relative_to(REPO_ROOT)),
                 "target": f"{cfg.images.repository}/{name}" if cfg.images.repository else None,
                 "base": base_image(cfg),
+                "base_digest": base_digest(base_image(cfg)),
                 "build_args": build_args(cfg, name),
             }
             for name in names

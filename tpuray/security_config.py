@@ -126,13 +126,14 @@ def _cidr_line(key: str, value: str) -> str | None:
     return None
 
 
-def hardening_lines(prefix: str, cluster: object, ray_image: str) -> list[str]:
-    """Semantic checks of cluster.binaryAuthorization and .maintenance."""
+def hardening_lines(prefix: str, cluster: object, ray_image: str | None) -> list[str]:
+    """Semantic checks of cluster.binaryAuthorization and .maintenance. `ray_image` None: the workloads
+    run this project's own builds (tpuray:images.repository), which `pulumi up` names by digest only."""
     lines: list[str] = []  # secretsKmsKey's form and region are checked in config.py
     binauthz: BinaryAuthorizationConfig | None = getattr(cluster, "binary_authorization", None)
     if binauthz is not None and binauthz.enforce:
         for i, image in enumerate([ray_image, *binauthz.allowed_images]):
-            if not DIGEST.search(image):
+            if image is not None and not DIGEST.search(image):
                 where = "tpuray:ray.image" if i == 0 else f"{prefix}.binaryAuthorization.allowedImages[{i - 1}]"
                 lines.append(
                     f"{where}: {image!r} is not pinned by digest; Binary Authorization in enforce mode admits "

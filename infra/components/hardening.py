@@ -56,11 +56,17 @@ def hardening_settings(cfg: ClusterConfig) -> dict[str, Any]:
 def binary_authorization_policy(
     cfg: StackConfig, opts: pulumi.ResourceOptions
 ) -> gcp.binaryauthorization.Policy | None:
-    """The project's singleton policy: deny by default, admit the stack's images by digest."""
+    """The project's singleton policy: deny by default; admit the stack's Ray image override by digest,
+    or else the images of the project's own repository (REPO/*: only the deploy identity pushes there,
+    its tags are immutable, and `pulumi up` names them by digest), and the listed images. A trailing *
+    matches the rest of one path segment ("registry/path/to/image ... supports a trailing * as a
+    wildcard": https://cloud.google.com/binary-authorization/docs/reference/rest/v1/projects/getPolicy,
+    AdmissionWhitelistPattern.namePattern)."""
     binauthz = cfg.cluster.binary_authorization
     if binauthz is None or not binauthz.enforce:
         return None
-    images = list(dict.fromkeys([cfg.ray.tpu_image, *binauthz.allowed_images]))
+    own = f"{cfg.images.repository}/*" if cfg.ray.image is None and cfg.images.repository else cfg.ray.tpu_image
+    images = list(dict.fromkeys([own, *binauthz.allowed_images]))
     return gcp.binaryauthorization.Policy(
         "binauthz",
         project=cfg.gcp.project,

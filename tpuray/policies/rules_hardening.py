@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tpuray.labels import IMAGE_PENDING
 from tpuray.policies.core import GKE, MANDATORY, PROJECT, UNKNOWN, Finding, Resource, Rule
 from tpuray.policies.kube import (
     CLUSTER_TYPE,
@@ -79,13 +80,27 @@ def _maintenance_window(res: Resource, config: dict[str, Any]) -> Iterator[str]:
 # ---------------------------------------------------------------------------- stack rules
 
 
-def _images(res: Resource) -> Iterator[tuple[str, Any]]:
+def _images(res: Resource) -> Iterator[tuple[str, Any, bool]]:
+    """(where, image, pending) of every container: pending when the pod template marks the group as a
+    preview's stand-in for an image not built yet (labels.IMAGE_PENDING)."""
     cluster = cluster_spec(res.props)
     if cluster is None:
         return
     for g in groups(cluster):
+        pending = bool(g.annotations.get(IMAGE_PENDING))
         for i, c in enumerate(as_list(g.pod_spec.get("containers"))):
-            yield f"{g.where}.template.spec.containers[{i}].image", as_dict(c).get("image")
+            yield f"{g.where}.template.spec.containers[{i}].image", as_dict(c).get("image"), pending
+
+
+def _admitted(image: str, pattern: Any) -> bool:
+    """Binary Authorization's namePattern: exact, a trailing * (the rest of one path segment) or ** (anything)."""
+    if not isinstance(pattern, str):
+        return False
+    if pattern.endswith("**"):
+        return image.startswith(pattern[:-2])
+    if pattern.endswith("*"):
+        return image.startswith(pattern[:-1]) and "/" not in image[len(pattern) - 1 :]
+    return image == pattern
 
 
 def _binary_authorization(resources: list[Resource], config: dict[str, Any]) -> Iterator[Finding]:
@@ -94,12 +109,13 @@ def _binary_authorization(resources: list[Resource], config: dict[str, Any]) -> 
     ):
         return
     policies = _of(resources, BINAUTHZ_POLICY_TYPE)
-    allowed = {
+    allowed = [
         as_dict(p).get("namePattern") for pol in policies for p in as_list(pol.props.get("admissionWhitelistPatterns"))
-    }
+    ]
     for res in _of(resources, *RAY_TYPES):
-        for where, image in _images(res):
-            if not isinstance(image, str):
+        for where, image, pending in _images(res):
+            # A preview's stand-in for an image not built yet: `pulumi up` refuses to deploy it at all.
+            if not isinstance(image, str) or (pending and config.get("pendingBuildsRefusedAtUp")):
                 continue
             if "@sha256:" not in image:
                 yield Finding(
@@ -107,7 +123,7 @@ def _binary_authorization(resources: list[Resource], config: dict[str, Any]) -> 
                     "the project's images by digest: pin it as <image>@sha256:<digest>",
                     res.urn,
                 )
-            elif policies and image not in allowed:
+            elif policies and not any(_admitted(image, p) for p in allowed):
                 yield Finding(
                     f"{res.label}: {where} is {image!r}, which the stack's Binary Authorization policy does not "
                     "allow; the pods would be refused: add it to tpuray:cluster.binaryAuthorization.allowedImages",
@@ -257,6 +273,9 @@ RULES = (
         "Where Binary Authorization is enforced, every Ray image is pinned by digest and allowed by the policy.",
         MANDATORY,
         stack_check=_binary_authorization,
+        # true in policies/policy-config.<env>.json: a stack's preview may show the base standing in
+        # for an image not built yet (labels.IMAGE_PENDING), which `pulumi up` refuses to deploy.
+        config={"pendingBuildsRefusedAtUp": {"type": "boolean", "default": False}},
         profile=GKE,
     ),
     Rule(

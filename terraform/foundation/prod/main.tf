@@ -65,6 +65,9 @@ module "foundation" {
   # Administrator on that account.
   billing_account = "01A2B3-C4D5E6-F7A8B9"
 
+  # stacks/Pulumi.prod.yaml enforces Binary Authorization and declares the project's policy.
+  binary_authorization = true
+
   # prod's training pool consumes this reservation first (stacks/Pulumi.prod.yaml):
   # v6e 4x4 = 4 VMs of ct6e-standard-4t per slice, 2 slices. If your account team created
   # the reservation from a commitment, move it to existing_reservations instead.

@@ -154,6 +154,15 @@ resource "google_billing_account_iam_member" "deploy" {
   member             = local.deploy_member
 }
 
+# A stack that enforces Binary Authorization writes the project's singleton policy
+# (tpuray:cluster.binaryAuthorization.enforce; projects.updatePolicy needs binaryauthorization.policy.update).
+resource "google_project_iam_member" "deploy_binary_authorization" {
+  count   = var.binary_authorization ? 1 : 0
+  project = var.project_id
+  role    = "roles/binaryauthorization.policyEditor"
+  member  = local.deploy_member
+}
+
 # The program binds roles to the node service account: the deploy account may grant
 # those roles and no others (an IAM condition on the granted roles).
 resource "google_project_iam_member" "deploy_grants_node_roles" {

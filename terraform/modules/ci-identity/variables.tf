@@ -149,6 +149,12 @@ variable "billing_account" {
   default     = null
 }
 
+variable "binary_authorization" {
+  type        = bool
+  description = "Whether the stack enforces Binary Authorization (tpuray:cluster.binaryAuthorization.enforce): the deploy account then edits the project's policy (roles/binaryauthorization.policyEditor)."
+  default     = false
+}
+
 variable "grantable_roles" {
   type        = list(string)
   description = "The only roles the deploy account may grant in the project: the node service account's roles (infra/components/cluster.py NODE_ROLES)."

@@ -4,7 +4,8 @@
 locals {
   apis = [
     "artifactregistry.googleapis.com",
-    "billingbudgets.googleapis.com", # the stack's Cloud Billing budget (tpuray:observability.budget)
+    "billingbudgets.googleapis.com",      # the stack's Cloud Billing budget (tpuray:observability.budget)
+    "binaryauthorization.googleapis.com", # the project's policy, where a stack enforces it (prod)
     "cloudkms.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "compute.googleapis.com",
@@ -73,10 +74,11 @@ module "ci_identity" {
   workload_service_accounts = var.service_accounts.workloads
   # Where the deploy account gets roles beyond the project's (ci-identity variables.tf);
   # the bucket grants wait for the buckets.
-  buckets         = keys(var.buckets)
-  bundle_bucket   = var.bundle_bucket
-  billing_account = var.billing_account
-  depends_on      = [google_project_service.apis, module.buckets]
+  buckets              = keys(var.buckets)
+  bundle_bucket        = var.bundle_bucket
+  billing_account      = var.billing_account
+  binary_authorization = var.binary_authorization
+  depends_on           = [google_project_service.apis, module.buckets]
 }
 
 module "registry" {

@@ -106,6 +106,12 @@ variable "bundle_bucket" {
   default     = null
 }
 
+variable "binary_authorization" {
+  type        = bool
+  description = "The stack enforces Binary Authorization (tpuray:cluster.binaryAuthorization.enforce): its deploy account may write the project's policy."
+  default     = false
+}
+
 variable "billing_account" {
   type        = string
   description = "Cloud Billing account of the stack's budget (tpuray:observability.budget.billingAccount): the deploy account may manage budgets on it. null when the stack declares no budget."
