@@ -447,3 +447,15 @@ def test_a_base_tag_that_moved_since_its_digest_was_recorded_stops_the_deploy(tm
         "new image before recording it"
     )
     assert not [c for c in calls if c.startswith("docker buildx build")] and github_output == ""
+
+
+def test_an_up_then_checks_that_every_ray_head_refuses_the_jobs_api_without_the_token() -> None:
+    # An add-on older than KubeRay 1.5.1 prunes authOptions silently (issue 36, item 6).
+    steps = _load("pulumi.yml")["jobs"]["pulumi"]["steps"]
+    pulumi = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("pulumi/actions@"))
+    (check,) = [i for i, s in enumerate(steps) if "tools/verify_ray_auth.py" in str(s.get("run", ""))]
+    assert check > pulumi
+    assert steps[check]["if"] == "${{ inputs.command == 'up' }}"
+    run = steps[check]["run"]
+    assert "--token-env RAY_TOKEN" in run and '[ "$status" -eq 0 ] || exit "$status"' in run
+    assert (Path(__file__).resolve().parent.parent / "tools" / "verify_ray_auth.py").is_file()
