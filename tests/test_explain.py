@@ -19,8 +19,8 @@ def test_prod_explain_names_pod_security_network_policies_gateway_and_cluster_se
         line.startswith("Serve ingress: 1 Gateway, 1 HTTPRoute, 1 HealthCheckPolicy not created;") for line in lines
     )
     assert lines[-1] == (
-        "GKE cluster settings: Dataplane V2, KMS secrets encryption, maintenance policy, private nodes and endpoint, "
-        "Workload Identity, shielded nodes: cloud-side, not emulated"
+        "GKE cluster settings: Dataplane V2, KMS secrets encryption, Binary Authorization, maintenance policy, "
+        "private nodes and endpoint, Workload Identity, shielded nodes: cloud-side, not emulated"
     )
 
 

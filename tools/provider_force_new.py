@@ -87,6 +87,11 @@ TYPES: dict[str, tuple[str, list[str], tuple[str, Any]]] = {
         [SRC + "services/billingbudgets/resource_billing_budget.go"],
         ("func", "ResourceBillingBudgetsBudget"),
     ),
+    "gcp:binaryauthorization/policy:Policy": (
+        "google_binary_authorization_policy",
+        [SRC + "services/binaryauthorization/resource_binary_authorization_policy.go"],
+        ("func", "ResourceBinaryAuthorizationPolicy"),
+    ),
     "gcp:projects/iAMMember:IAMMember": (
         "google_project_iam_member",
         [IAM, SRC + "services/resourcemanager/iam_project.go"],
