@@ -22,14 +22,17 @@ def control_plane_endpoints() -> dict:
     return {"dns_endpoint_config": {"allow_external_traffic": True}}
 
 
-def kubeconfig(name: str, dns_endpoint: str) -> str:
-    """A kubeconfig for the DNS-based endpoint, authenticated by gke-gcloud-auth-plugin."""
+def kubeconfig(name: str, server: str, ca_certificate: str | None = None) -> str:
+    """A kubeconfig for one control-plane endpoint, authenticated by gke-gcloud-auth-plugin: the
+    DNS-based endpoint (no CA data: a Google-trusted certificate), or with `ca_certificate` the
+    private IP endpoint, whose certificate the cluster's own CA signs (control_plane.py)."""
+    ca = f"\n    certificate-authority-data: {ca_certificate}" if ca_certificate is not None else ""
     return f"""apiVersion: v1
 kind: Config
 clusters:
 - name: {name}
   cluster:
-    server: https://{dns_endpoint}
+    server: https://{server}{ca}
 contexts:
 - name: {name}
   context: {{cluster: {name}, user: {name}}}

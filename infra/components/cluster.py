@@ -9,7 +9,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from infra.components import control_plane
-from infra.components.access import kubeconfig as dns_kubeconfig
+from infra.components.access import kubeconfig
 from infra.components.egress import cluster_egress
 from infra.components.hardening import hardening_settings
 from infra.components.observability import cluster_settings, cost_labels
@@ -159,12 +159,12 @@ class GkeCluster(pulumi.ComponentResource):
 
         if cfg.dns_endpoint == control_plane.PUBLIC_IAM:
             dns_endpoint = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint
-            kubeconfig = pulumi.Output.all(cluster.name, dns_endpoint).apply(lambda a: dns_kubeconfig(*a))
+            provider_config = pulumi.Output.all(cluster.name, dns_endpoint).apply(lambda a: kubeconfig(*a))
         else:  # from inside the VPC: the private IP endpoint and the cluster's CA
             ip = cluster.private_cluster_config.private_endpoint
             ca = cluster.master_auth.cluster_ca_certificate
-            kubeconfig = pulumi.Output.all(cluster.name, ip, ca).apply(lambda a: control_plane.ip_kubeconfig(*a))
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=child)
+            provider_config = pulumi.Output.all(cluster.name, ip, ca).apply(lambda a: kubeconfig(*a))
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=provider_config, opts=child)
         self.name = cluster.name
         # Exists once the cluster does: IAM refuses a binding to PROJECT.svc.id.goog before that.
         self.workload_pool = cluster.workload_identity_config.workload_pool

@@ -25,27 +25,3 @@ OFF = "off"
 def endpoints_config(cfg: ClusterConfig) -> dict:
     """Cluster.control_plane_endpoints_config for the stack's dnsEndpoint."""
     return {"dns_endpoint_config": {"allow_external_traffic": cfg.dns_endpoint == PUBLIC_IAM}}
-
-
-def ip_kubeconfig(name: str, private_endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig for the private IP endpoint (from inside the VPC), authenticated by gke-gcloud-auth-plugin."""
-    return f"""apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    server: https://{private_endpoint}
-    certificate-authority-data: {ca_certificate}
-contexts:
-- name: {name}
-  context: {{cluster: {name}, user: {name}}}
-current-context: {name}
-users:
-- name: {name}
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1beta1
-      command: gke-gcloud-auth-plugin
-      provideClusterInfo: true
-      installHint: Install gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin)
-"""
