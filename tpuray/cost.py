@@ -420,5 +420,6 @@ def cost_table(cost: StackCost) -> Any:
     table.caption = "range: minimum scale on each pool's first tier to maximum scale on its worst tier. "
     table.caption += "not included: " + "; ".join(NOT_INCLUDED)
     if cost.finished_job_wait is not None:
-        table.caption += ". " + cost.finished_job_wait.text()[0].upper() + cost.finished_job_wait.text()[1:]
+        wait = cost.finished_job_wait.text()
+        table.caption += ". " + wait[0].upper() + wait[1:]
     return table
