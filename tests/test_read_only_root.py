@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from infra.components import pod_security
 from tests.conftest import STACKS, mocked
 from tests.ray_fixtures import free_port
 from tpuray import labels
+from tpuray.desired import pod_security
 from tpuray.render import manifests
 
 VENV_BIN = Path(sys.executable).parent

@@ -43,6 +43,7 @@ from ray_apps import contracts
 from ray_apps.contracts import RESULT_PREFIX
 from tpuray import bundle, labels, storage_emulator, terminal
 from tpuray.catalog import SliceShape
+from tpuray.desired import worker_group
 from tpuray.errors import UserError
 from tpuray.llm_emulator import rewrite as llm_rewrite
 from tpuray.mockrun import StackRun
@@ -75,13 +76,59 @@ SHAPE_FLAGS = tuple(contracts.flag(name) for name in SHAPE_ARGS)
 
 @dataclass
 class LocalJob:
-    entrypoint: str
+    """A job for the emulator: `python -m MODULE ARGS`, the train job's arguments read back through
+    their contract (ray_apps/contracts.py TrainArgs) and edited as fields, never as text."""
+
+    module: str
     runtime_env: dict[str, Any]
     rewrites: list[str] = field(default_factory=list)
+    args: contracts.TrainArgs | None = None  # the train contract's arguments
+    flags: tuple[str, ...] = ()  # the TrainArgs fields the command passes, in its order
+    argv: list[str] = field(default_factory=list)  # a module without a typed contract (ray_apps.data)
+    python: str = "python"
 
-    def argument(self, flag: str) -> str | None:
-        argv = shlex.split(self.entrypoint)
-        return argv[argv.index(flag) + 1] if flag in argv else None
+    @classmethod
+    def of_train_entrypoint(cls, entrypoint: str, runtime_env: dict[str, Any]) -> LocalJob:
+        """The rendered RayJob's entrypoint, parsed by the train contract's own parser."""
+        argv = shlex.split(entrypoint)
+        if argv[1:3] != ["-m", contracts.TRAIN_MODULE]:
+            raise UserError(f"the RayJob's entrypoint is {entrypoint!r}; expected python -m {contracts.TRAIN_MODULE}")
+        flags = tuple(token[2:].replace("-", "_") for token in argv[3::2])
+        args = contracts.parse_train_args(argv[3:])
+        return cls(contracts.TRAIN_MODULE, runtime_env, args=args, flags=flags, python=argv[0])
+
+    @property
+    def command(self) -> list[str]:
+        argv = self.args.to_argv(self.flags) if self.args is not None else self.argv
+        return [self.python, "-m", self.module, *argv]
+
+    @property
+    def entrypoint(self) -> str:
+        return shlex.join(self.command)
+
+    def set(self, reason: str, **changes: Any) -> None:
+        """Change train arguments, listing each change that alters the command with its reason."""
+        assert self.args is not None
+        changed = dataclasses.replace(self.args, **changes)
+        for name in changes:
+            before, after = _flag_text(self.args, name), _flag_text(changed, name)
+            if name in self.flags and before == after:
+                continue
+            was = f"{before} -> " if name in self.flags else ""
+            self.rewrites.append(f"{contracts.flag(name)}: {was}{after} ({reason})")
+            self.flags = self.flags if name in self.flags else (*self.flags, name)
+        self.args = changed
+
+    def use_this_python(self) -> None:
+        # The job driver runs in the emulator's environment: `python` there is this virtualenv's.
+        if self.python == "python":
+            self.python = sys.executable
+            self.rewrites.append(f"python -> {sys.executable} (the image's interpreter is this virtualenv's)")
+
+
+def _flag_text(args: contracts.TrainArgs, name: str) -> str:
+    """A train argument as its flag's value text ("" when unset)."""
+    return (args.to_argv((name,)) or ["", ""])[1]
 
 
 def _shape_values(shape: SliceShape) -> tuple[str, ...]:
@@ -98,22 +145,16 @@ def _image_rewrite(manifest: dict[str, Any]) -> str:
 def job_for_emulator(rayjob: dict[str, Any], emulated: SliceShape | None = None) -> LocalJob:
     """The RayJob's entrypoint and runtime env, rewritten for the emulator."""
     spec = rayjob["spec"]
-    rewrites: list[str] = []
-    argv = shlex.split(spec["entrypoint"])
-    for i, token in enumerate(argv[:-1]):
-        value = argv[i + 1]
-        if token == "--device" and value == "tpu":
-            argv[i + 1] = "emulated"
-            rewrites.append("--device: tpu -> emulated (JAX on CPU, gloo collectives)")
-    if emulated is not None:
-        for flag, new in zip(SHAPE_FLAGS, _shape_values(emulated), strict=True):
-            if flag in argv and argv[argv.index(flag) + 1] != new:
-                old = argv[argv.index(flag) + 1]
-                argv[argv.index(flag) + 1] = new
-                rewrites.append(f"{flag}: {old} -> {new} (the emulated slice)")
     runtime_env = yaml.safe_load(spec.get("runtimeEnvYAML") or "{}") or {}
-    rewrites.append(_image_rewrite(rayjob))
-    return LocalJob(entrypoint=shlex.join(argv), runtime_env=runtime_env, rewrites=rewrites)
+    job = LocalJob.of_train_entrypoint(spec["entrypoint"], runtime_env)
+    assert job.args is not None
+    if job.args.device == "tpu":
+        job.set("JAX on CPU, gloo collectives", device="emulated")
+    if emulated is not None:
+        shape = dataclasses.asdict(emulated.shape_step)
+        job.set("the emulated slice", **{name: shape[name] for name in SHAPE_ARGS if name in job.flags})
+    job.rewrites.append(_image_rewrite(rayjob))
+    return job
 
 
 def serve_config_for_emulator(
@@ -170,14 +211,14 @@ def rendered(run: StackRun, kind: str) -> dict[str, Any]:
 
 def emulated_shape(cluster: EmulatedCluster, manifest: dict[str, Any]) -> SliceShape:
     """The shape of the slices the emulator runs for the object's first (populated) TPU group."""
-    groups = labels.ray_cluster_spec(manifest).get("workerGroupSpecs", [])
-    group = next((g for g in groups if g.get("replicas", 0) > 0), groups[0] if groups else None)
+    groups = worker_group.of_object(manifest)
+    group = next((g for g in groups if (g.replicas or 0) > 0), groups[0] if groups else None)
     if group is None:
         raise UserError(f"{manifest['kind']}/{manifest['metadata']['name']} has no TPU worker group")
-    specs = [s for s in cluster.slices if s.name.rsplit("-", 1)[0] == group["groupName"]]
+    specs = [s for s in cluster.slices if group.owns_slice(s.name)]
     if not specs:
         raise UserError(
-            f"the emulated cluster has no slice of worker group {group['groupName']!r}; it was started for another "
+            f"the emulated cluster has no slice of worker group {group.name!r}; it was started for another "
             "stack or configuration: `tpuray local down` and `tpuray local up` again"
         )
     return specs[0].shape
@@ -187,9 +228,9 @@ def emulated_fallbacks(cluster: EmulatedCluster, manifest: dict[str, Any], prima
     """The emulated shapes of the object's other TPU groups, in the groups' order: what the
     chain's later steps ask for on the emulator (a reduced slice has a smaller shape)."""
     found: list[SliceShape] = []
-    for group in labels.ray_cluster_spec(manifest).get("workerGroupSpecs", []):
+    for group in worker_group.of_object(manifest):
         for spec in cluster.slices:
-            if spec.name.rsplit("-", 1)[0] != group["groupName"]:
+            if not group.owns_slice(spec.name):
                 continue
             shape = spec.shape
             if shape != primary and shape not in found:
@@ -198,39 +239,15 @@ def emulated_fallbacks(cluster: EmulatedCluster, manifest: dict[str, Any], prima
 
 
 def _rewrite_fallbacks(job: LocalJob, cluster: EmulatedCluster, manifest: dict[str, Any], primary: SliceShape) -> None:
-    flag = contracts.flag("fallback_shapes")
-    rendered = job.argument(flag)
+    assert job.args is not None
+    rendered = job.args.fallback_shapes
     if rendered is None:
         return
     steps = [s.shape_step for s in emulated_fallbacks(cluster, manifest, primary)]
     emulated = contracts.format_shapes(steps)
     # Groups the emulator started no slice for (`local up --without-fallbacks`) keep their step.
     if emulated and emulated != rendered and len(steps) == len(contracts.parse_shapes(rendered)):
-        argv = shlex.split(job.entrypoint)
-        argv[argv.index(flag) + 1] = emulated
-        job.entrypoint = shlex.join(argv)
-        job.rewrites.append(f"{flag}: {rendered} -> {emulated} (the emulated slices)")
-
-
-def _python(entrypoint: str, rewrites: list[str]) -> str:
-    # The job driver runs in the emulator's environment: `python` there is this virtualenv's.
-    argv = shlex.split(entrypoint)
-    if argv and argv[0] == "python":
-        argv[0] = sys.executable
-        rewrites.append(f"python -> {sys.executable} (the image's interpreter is this virtualenv's)")
-    return shlex.join(argv)
-
-
-def _set_flag(job: LocalJob, flag: str, value: str) -> None:
-    argv = shlex.split(job.entrypoint)
-    if flag in argv:
-        old = argv[argv.index(flag) + 1]
-        argv[argv.index(flag) + 1] = value
-        job.rewrites.append(f"{flag}: {old} -> {value} (asked for on the command line)")
-    else:
-        argv += [flag, value]
-        job.rewrites.append(f"{flag}: {value} (asked for on the command line)")
-    job.entrypoint = shlex.join(argv)
+        job.set("the emulated slices", fallback_shapes=emulated)
 
 
 def _has_files(uri: str) -> bool:
@@ -343,15 +360,13 @@ def run_data(
     """Generate (when empty) and read the RayJob's data set, with the RayJob's runtime env."""
     job = job_for_emulator(rendered(stack, "RayJob"))
     deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
-    use_storage(cluster, gs_uris(shlex.split(job.entrypoint)))
-    data_uri = job.argument("--data-uri")
-    if data_uri is None:
-        raise UserError("the RayJob's entrypoint has no --data-uri")
-    argv = ["python", "-m", "ray_apps.data", "--data-uri", data_uri]
-    if not _has_files(data_uri):
+    use_storage(cluster, gs_uris(job.command))
+    assert job.args is not None
+    argv = ["--data-uri", job.args.data_uri]
+    if not _has_files(job.args.data_uri):
         argv += ["--generate-rows", str(rows)]
-    data_job = LocalJob(entrypoint=shlex.join(argv), runtime_env=job.runtime_env, rewrites=list(job.rewrites))
-    data_job.entrypoint = _python(data_job.entrypoint, data_job.rewrites)
+    data_job = LocalJob("ray_apps.data", job.runtime_env, list(job.rewrites), argv=argv)
+    data_job.use_this_python()
     _print_rewrites(console, "data", data_job.rewrites)
     return submit_and_stream(cluster, data_job, console, timeout_s)
 
@@ -370,14 +385,15 @@ def run_train(
     job = job_for_emulator(rayjob, primary)
     _rewrite_fallbacks(job, cluster, rayjob, primary)
     deliver(cluster, job.runtime_env, job.rewrites, bundle_zip)
-    use_storage(cluster, gs_uris(shlex.split(job.entrypoint)))
+    use_storage(cluster, gs_uris(job.command))
     if steps is not None:
-        _set_flag(job, "--steps", str(steps))
+        job.set("asked for on the command line", steps=steps)
     if slices is not None:
         # Multi-slice: JaxTrainer's num_workers = hosts x slices, MEGASCALE_* per worker.
-        _set_flag(job, "--slices", str(slices))
-    job.entrypoint = _python(job.entrypoint, job.rewrites)
-    data_uri = job.argument("--data-uri")
+        job.set("asked for on the command line", slices=slices)
+    job.use_this_python()
+    assert job.args is not None
+    data_uri = job.args.data_uri
     if data_uri and not _has_files(data_uri):
         # Written from here, to the GCS emulator (use_storage), as a team would upload its data.
         from ray_apps.data import write_synthetic
@@ -483,7 +499,7 @@ def explain(stack: StackRun, workload: str, cluster: EmulatedCluster | None) -> 
     else:
         manifest = rendered(stack, "RayJob")
         job = job_for_emulator(manifest, emulated_shape(cluster, manifest) if cluster else None)
-        _python(job.entrypoint, job.rewrites)
+        job.use_this_python()
         rewrites = job.rewrites
         kept = "the entrypoint's module and other arguments, runtime_env (working_dir: the bundle on the GCS emulator)"
         if workload == "data":

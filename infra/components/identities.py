@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -51,19 +50,11 @@ import pulumi_kubernetes as k8s
 from infra.components import foundation_accounts, hf_secret
 from infra.components.foundation_accounts import FoundationAccount
 from tpuray.config import StackConfig
+from tpuray.desired.accounts import HEAD, SERVE, SERVE_HEAD, SUBMITTER, WORKER
 
-HEAD = "ray-head"
-WORKER = "ray-worker"
-SERVE_HEAD = "ray-serve-head"
-SERVE = "ray-serve"
-SUBMITTER = "ray-submitter"
 WORKLOADS_GSA = "ray"  # service_account_id suffix: <cluster>-ray
 SERVE_GSA = "serve"  # <cluster>-serve
 GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
-# The in-cluster credentials path every Kubernetes client reads (token, ca.crt, namespace).
-API_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-API_TOKEN_VOLUME = "autoscaler-api-token"
-TOKEN_SECONDS = 3607  # what the ServiceAccount admission plugin requests for its own volume
 
 
 @dataclass(frozen=True)
@@ -72,45 +63,12 @@ class Account:
     gsa: str | None  # the GSA suffix it acts as through Workload Identity; None: no Google identity
 
 
-def pod_accounts(role: str) -> tuple[str, str]:
-    """(head, worker) service accounts of a Ray object's cluster by role (train | serve | interactive)."""
-    return (SERVE_HEAD, SERVE) if role == "serve" else (HEAD, WORKER)
-
-
 def stack_accounts(cfg: StackConfig) -> list[Account]:
     """The accounts the stack's Ray objects run as, in declaration order."""
     wl = cfg.workloads
     out = [Account(HEAD, WORKLOADS_GSA), Account(WORKER, WORKLOADS_GSA)] if wl.train or wl.interactive else []
     out += [Account(SUBMITTER, None)] if wl.train else []
     return out + ([Account(SERVE_HEAD, SERVE_GSA), Account(SERVE, SERVE_GSA)] if wl.serve else [])
-
-
-def autoscaler_token(head_spec: dict[str, Any], autoscaler: dict[str, Any]) -> None:
-    """The head pod's API credentials, mounted in KubeRay's autoscaler sidecar only."""
-    head_spec.setdefault("volumes", []).append(
-        {
-            "name": API_TOKEN_VOLUME,
-            "projected": {
-                "sources": [
-                    {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
-                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                }
-                            ]
-                        }
-                    },
-                ]
-            },
-        }
-    )
-    autoscaler.setdefault("volumeMounts", []).append(
-        {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_DIR, "readOnly": True}
-    )
 
 
 def _buckets(*uris: str | None) -> list[str]:

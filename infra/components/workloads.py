@@ -1,7 +1,7 @@
 """RayWorkloads: the KubeRay RayJob (train), RayService (serve) and RayCluster (interactive).
 
 The Ray cluster inside each object (TPU worker groups from the catalog, the head group) is
-built by infra/components/ray_cluster.py. Ray token auth is on, heads stay behind ClusterIP
+built by tpuray/desired/ray_cluster.py. Ray token auth is on, heads stay behind ClusterIP
 services, and each object carries deadlines so nothing hangs silently.
 """
 
@@ -15,11 +15,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.components import hf_secret, identities, network, pod_egress, pod_security
-from infra.components.ray_cluster import ray_cluster_spec
+from infra.components import hf_secret, identities, network, pod_egress
 from ray_apps import contracts, health
 from tpuray import bundle, images, labels, llm_stack
 from tpuray.config import ConfigError, StackConfig
+from tpuray.desired import pod_security
+from tpuray.desired.ray_cluster import ray_cluster_spec
 
 
 def bundle_uri(cfg: StackConfig) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 
 from tpuray import capacity, catalog, errors, labels
+from tpuray.desired import worker_group
 from tpuray.mockrun import StackRun
 
 EmulatorError = errors.EmulatorError  # the emulated cluster cannot be planned, started or found
@@ -162,32 +163,27 @@ def class_tiers(classes: dict[str, dict[str, Any]], name: str | None, shape: cat
 
 
 def tpu_groups(run: StackRun) -> list[TpuGroup]:
-    """The TPU worker groups of every RayJob, RayService and RayCluster the stack renders."""
+    """The TPU worker groups of every RayJob, RayService and RayCluster the stack renders, read
+    through the one worker-group model (tpuray/desired/worker_group.py)."""
     groups = []
     manifests = [r.manifest() for r in run.kubernetes_objects()]
     classes = {m["metadata"]["name"]: m for m in manifests if m.get("kind") == "ComputeClass"}
     for manifest in manifests:
         if manifest.get("kind") not in labels.RAY_KINDS:
             continue
-        for group in labels.ray_cluster_spec(manifest).get("workerGroupSpecs", []):
-            pod = group["template"]["spec"]
-            selector = pod.get("nodeSelector", {})
-            chips = pod["containers"][0]["resources"]["limits"].get(labels.TPU_RESOURCE)
-            if chips is None:
+        for group in worker_group.of_object(manifest):
+            shape = group.shape
+            if shape is None:
                 continue
-            shape = catalog.by_gke_labels(
-                selector[labels.GKE_TPU_ACCELERATOR], selector[labels.GKE_TPU_TOPOLOGY], int(chips)
-            )
-            group_labels = group.get("labels", {})
             groups.append(
                 TpuGroup(
-                    name=group["groupName"],
-                    pool=group_labels.get(labels.SLICE_POOL, group["groupName"]),
+                    name=group.name,
+                    pool=group.pool,
                     shape=shape,
-                    max_slices=int(group.get("maxReplicas", group.get("replicas", 1))),
-                    tiers=class_tiers(classes, selector.get(labels.COMPUTE_CLASS), shape),
-                    start_slices=int(group.get("replicas", 1)),
-                    min_slices=int(group.get("minReplicas", 0)),
+                    max_slices=group.most_slices,
+                    tiers=class_tiers(classes, group.compute_class, shape),
+                    start_slices=group.start_slices,
+                    min_slices=group.min_replicas or 0,
                 )
             )
     return groups
