@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from tpuray import labels
+from tpuray.desired import worker_group
 from tpuray.mockrun import StackRun
 from tpuray.render import manifests
 
@@ -75,15 +76,11 @@ def ignored(run: StackRun) -> list[str]:
 
 
 def _pod_fields(manifest: dict[str, Any], key: str) -> bool:
-    spec = labels.ray_cluster_spec(manifest)
-    groups = [spec.get("headGroupSpec", {}), *spec.get("workerGroupSpecs", [])]
-    return any(key in (g.get("template", {}).get("spec") or {}) for g in groups)
+    return any(key in g.pod_spec for g in worker_group.pod_groups(manifest))
 
 
 def _start_params(manifest: dict[str, Any]) -> bool:
-    spec = labels.ray_cluster_spec(manifest)
-    groups = [spec.get("headGroupSpec", {}), *spec.get("workerGroupSpecs", [])]
-    return any(g.get("rayStartParams") for g in groups)
+    return any(g.ray_start_params for g in worker_group.pod_groups(manifest))
 
 
 def _cluster_settings(inputs: dict[str, Any]) -> str:

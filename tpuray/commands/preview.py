@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tpuray import capacity, terminal, tpu_zones
 from tpuray.cost import cost_table, stack_cost
-from tpuray.labels import ray_cluster_spec
+from tpuray.desired import worker_group
 from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.analyzer import Violation
 from tpuray.policies.evaluate import check_stack
@@ -96,11 +96,7 @@ def key_inputs(r: MockedResource) -> str:
             steps.append(f"{_get(p, 'tpu', 'type')} {_get(p, 'tpu', 'topology')} {tier}")
         return " → ".join(steps)
     if r.type.startswith("kubernetes:ray.io/"):
-        cluster = ray_cluster_spec(i)
-        groups = [
-            f"{g.get('groupName')}: {_n(g.get('replicas', 1))}x{_n(g.get('numOfHosts', 1))} hosts"
-            for g in cluster.get("workerGroupSpecs", [])
-        ]
+        groups = [f"{g.name}: {g.start_slices}x{g.hosts} hosts" for g in worker_group.of_object(i)]
         return f"ns={_get(i, 'metadata', 'namespace')} " + "; ".join(groups)
     if r.type == "kubernetes:core/v1:Namespace":
         pss = _get(i, "metadata", "labels", "pod-security.kubernetes.io/enforce")

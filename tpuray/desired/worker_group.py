@@ -27,49 +27,64 @@ from tpuray import catalog, labels
 from tpuray.catalog import SliceShape
 
 # workerGroupSpecs[] keys the model reads as typed fields (KubeRay v1.7.0 ray.io_rayclusters.yaml).
-_TYPED_KEYS = ("groupName", "replicas", "minReplicas", "maxReplicas", "numOfHosts", "labels", "rayStartParams", "template")
+_TYPED_KEYS = (
+    "groupName",
+    "replicas",
+    "minReplicas",
+    "maxReplicas",
+    "numOfHosts",
+    "labels",
+    "rayStartParams",
+    "template",
+)
 # KubeRay's CRD default for an unset maxReplicas (ray.io_rayclusters.yaml, v1.7.0).
 MAX_REPLICAS_DEFAULT = 2147483647
 
 
-def _as_int(value: Any) -> int | None:
-    """An integer field as the Pulumi engine or YAML hands it over (4, 4.0 or "4")."""
+def as_int(value: Any) -> int | None:
+    """4, 4.0 (the Pulumi engine's numbers) and "4" (Kubernetes quantities) are all 4."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
     return None
 
 
-def tpu_chips(container: Mapping[str, Any]) -> int | None:
-    """The container's `google.com/tpu` (limits first, as the TPU webhook reads it), or None."""
-    resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
-    for key in ("limits", "requests"):
-        found = resources.get(key) if isinstance(resources.get(key), dict) else {}
-        if labels.TPU_RESOURCE in found:
-            return _as_int(found[labels.TPU_RESOURCE])
-    return None
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def asks_for_tpu(container: Mapping[str, Any]) -> bool:
+    resources = _mapping(container.get("resources"))
+    return any(labels.TPU_RESOURCE in _mapping(resources.get(key)) for key in ("requests", "limits"))
 
 
 def pod_chips(pod_spec: Mapping[str, Any]) -> int | None:
-    """google.com/tpu summed over the pod's containers (TPU7x may split a VM over two), or None."""
+    """google.com/tpu summed over the pod's containers (TPU7x may split a VM over two), limits
+    before requests; None when no container asks for TPU chips or one asks for an unreadable count."""
     containers = pod_spec.get("containers") if isinstance(pod_spec.get("containers"), list) else []
-    found = [tpu_chips(c) for c in containers if isinstance(c, dict) and tpu_chips(c) is not None]
-    return sum(c for c in found if c is not None) if found else None
+    total, seen = 0, False
+    for container in (c for c in containers if isinstance(c, dict) and asks_for_tpu(c)):
+        resources = _mapping(container.get("resources"))
+        limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+        value = as_int(limits.get(labels.TPU_RESOURCE, requests.get(labels.TPU_RESOURCE)))
+        if value is None:
+            return None
+        total, seen = total + value, True
+    return total if seen else None
 
 
 def pod_shape(template: Mapping[str, Any]) -> SliceShape | None:
     """The catalog shape a pod template selects: its TPU accelerator and topology nodeSelectors (the
     subslice annotation wins over the topology selector) and its chips per pod; None when they do
     not name a catalog shape."""
-    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    spec = _mapping(template.get("spec"))
+    annotations = _mapping(_mapping(template.get("metadata")).get("annotations"))
+    selector = _mapping(spec.get("nodeSelector"))
     accelerator = selector.get(labels.GKE_TPU_ACCELERATOR)
     topology = annotations.get(labels.GKE_TPU_SLICE_TOPOLOGY, selector.get(labels.GKE_TPU_TOPOLOGY))
     if not isinstance(accelerator, str) or not isinstance(topology, str):
@@ -172,10 +187,10 @@ class WorkerGroup:
 
         return cls(
             name=name if isinstance(name, str) else "",
-            replicas=_as_int(spec.get("replicas")),
-            min_replicas=_as_int(spec.get("minReplicas")),
-            max_replicas=_as_int(spec.get("maxReplicas")),
-            num_of_hosts=_as_int(spec.get("numOfHosts")),
+            replicas=as_int(spec.get("replicas")),
+            min_replicas=as_int(spec.get("minReplicas")),
+            max_replicas=as_int(spec.get("maxReplicas")),
+            num_of_hosts=as_int(spec.get("numOfHosts")),
             ray_labels=mapping("labels"),
             ray_start_params=mapping("rayStartParams"),
             template=mapping("template") or {},
@@ -280,6 +295,14 @@ def worker_groups(cluster_spec: Mapping[str, Any]) -> list[WorkerGroup]:
     """Every well-formed worker group of a RayCluster spec, in order."""
     groups = cluster_spec.get("workerGroupSpecs")
     return [WorkerGroup.from_manifest(g) for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+
+
+def pod_groups(manifest: Mapping[str, Any]) -> list[WorkerGroup]:
+    """The head group (read through the same model: no groupName, no replicas) and every worker
+    group of a KubeRay object: every pod template its cluster runs."""
+    spec = labels.ray_cluster_spec(dict(manifest))
+    head = spec.get("headGroupSpec")
+    return ([WorkerGroup.from_manifest(head)] if isinstance(head, dict) else []) + worker_groups(spec)
 
 
 def of_object(manifest: Mapping[str, Any]) -> list[WorkerGroup]:

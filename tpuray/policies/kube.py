@@ -13,12 +13,13 @@ from typing import Any
 import yaml
 
 from tpuray import catalog
+from tpuray.desired import worker_group
+from tpuray.desired.worker_group import as_int  # noqa: F401 (the rules read it here)
 from tpuray.labels import (
     GKE_TPU_ACCELERATOR,
     GKE_TPU_SLICE_TOPOLOGY,
     GKE_TPU_TOPOLOGY,
     RAY_KINDS,
-    TPU_RESOURCE,
     ray_cluster_spec_at,
 )
 
@@ -48,19 +49,6 @@ def as_dict(value: Any) -> dict[str, Any]:
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def as_int(value: Any) -> int | None:
-    """4, 4.0 (the engine's numbers) and "4" (Kubernetes quantities) are all 4."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
 
 
 def show(value: Any) -> str:
@@ -133,12 +121,7 @@ class Group:
         return as_dict(self.spec.get("labels"))
 
     def tpu_containers(self) -> list[tuple[int, dict[str, Any]]]:
-        out = []
-        for i, c in enumerate(self.containers):
-            res = as_dict(c.get("resources"))
-            if TPU_RESOURCE in as_dict(res.get("requests")) or TPU_RESOURCE in as_dict(res.get("limits")):
-                out.append((i, c))
-        return out
+        return [(i, c) for i, c in enumerate(self.containers) if worker_group.asks_for_tpu(c)]
 
     @property
     def is_tpu(self) -> bool:
@@ -146,14 +129,7 @@ class Group:
 
     def chips_per_pod(self) -> int | None:
         """google.com/tpu summed over the pod's containers (TPU7x may split a VM over two)."""
-        total, seen = 0, False
-        for _, c in self.tpu_containers():
-            res = as_dict(c.get("resources"))
-            value = as_int(as_dict(res.get("limits")).get(TPU_RESOURCE, as_dict(res.get("requests")).get(TPU_RESOURCE)))
-            if value is None:
-                return None
-            total, seen = total + value, True
-        return total if seen else None
+        return worker_group.pod_chips(self.pod_spec)
 
     @property
     def accelerator(self) -> str | None:
@@ -168,12 +144,7 @@ class Group:
 
     def shape(self) -> catalog.SliceShape | None:
         """The catalog shape this group asks for, or None when its selectors do not name one."""
-        if self.accelerator is None or self.topology is None:
-            return None
-        try:
-            return catalog.by_gke_labels(self.accelerator, self.topology, self.chips_per_pod())
-        except catalog.CatalogError:
-            return None
+        return worker_group.pod_shape(as_dict(self.spec.get("template")))
 
 
 def groups(cluster: RayClusterSpec) -> list[Group]:
@@ -193,23 +164,10 @@ def tpu_groups(obj: dict[str, Any]) -> list[Group]:
     return [g for g in groups(cluster) if not g.is_head and g.is_tpu] if cluster else []
 
 
-# KubeRay's CRD default for an unset maxReplicas (ray.io_rayclusters.yaml, v1.7.0).
-MAX_REPLICAS_DEFAULT = 2147483647
-
-
 def slices(g: Group, autoscaling: bool) -> int:
-    """How many replicas (slices, for a TPU group) KubeRay may run of a worker group at once:
-    replicas clamped to [minReplicas, maxReplicas] (utils.GetWorkerGroupDesiredReplicas, KubeRay
-    v1.7.0; the CRD defaults them to 0, 0 and 2147483647), up to maxReplicas when the autoscaler
-    scales the group; none while it is suspended."""
-    if g.spec.get("suspend") is True:
-        return 0
-    high = as_int(g.spec.get("maxReplicas"))
-    high = MAX_REPLICAS_DEFAULT if high is None else high
-    if autoscaling:
-        return high
-    low = as_int(g.spec.get("minReplicas")) or 0
-    return min(max(as_int(g.spec.get("replicas")) or 0, low), high)
+    """How many replicas (slices, for a TPU group) KubeRay may run of a worker group at once
+    (WorkerGroup.desired_slices: KubeRay's clamp, the autoscaler's maxReplicas, none suspended)."""
+    return worker_group.WorkerGroup.from_manifest(g.spec).desired_slices(autoscaling)
 
 
 def multi_host_slices(obj: dict[str, Any]) -> int:
