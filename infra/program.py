@@ -1,4 +1,4 @@
-"""Stack config -> validated StackConfig -> catalog -> components -> resources."""
+"""Stack config -> validated StackConfig -> catalog -> desired state (tpuray/desired) -> components -> resources."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from infra.components.hardening import binary_authorization_policy
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
-from tpuray import gke_versions, llm_stack, terraform
+from tpuray import gke_versions, terraform
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
+from tpuray.desired.state import desire
 
 
 def read_pulumi_config() -> dict[str, Any]:
@@ -45,6 +46,8 @@ def build(cfg: StackConfig) -> None:
     if version_problems:
         raise pulumi.RunError("the release channel's GKE version:\n" + "\n".join(version_problems))
 
+    # The Ray objects, their images and the token version, computed once (tpuray/desired/state.py).
+    desired = desire(cfg)
     cluster = GkeCluster(
         "gke",
         GkeClusterArgs(
@@ -52,7 +55,7 @@ def build(cfg: StackConfig) -> None:
             cluster=cfg.cluster,
             stack=cfg.stack,
             min_master_version=cfg.cluster.min_master_version,
-            secret_manager=llm_stack.hf_token_version(cfg) is not None,
+            secret_manager=desired.hf_token_version is not None,
         ),
         opts,
     )
@@ -78,7 +81,9 @@ def build(cfg: StackConfig) -> None:
     workloads = cfg.workloads
     if workloads.train or workloads.serve or workloads.interactive:
         RayWorkloads(
-            "ray", RayWorkloadsArgs(config=cfg, provider=cluster.provider, workload_pool=cluster.workload_pool), opts
+            "ray",
+            RayWorkloadsArgs(desired=desired, provider=cluster.provider, workload_pool=cluster.workload_pool),
+            opts,
         )
 
     Observability("obs", ObservabilityArgs(config=cfg), opts)

@@ -44,6 +44,7 @@ HF_TOKEN_FILE_NAME = "token"
 HF_TOKEN_FILE = f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE_NAME}"
 # The GKE Secret Manager add-on's CSI driver (the open-source driver is secrets-store.csi.k8s.io).
 SECRET_MANAGER_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
+VOLUME_NAME = "hf-token"  # the token volume of every serve pod (infra/components/hf_secret.py)
 
 
 def hf_token_version(cfg: StackConfig) -> str | None:
@@ -203,3 +204,26 @@ def llm_config(cfg: StackConfig) -> Any:
 def llm_config_data(cfg: StackConfig) -> dict[str, Any]:
     """The validated LLMConfig as the JSON data a Serve config carries."""
     return llm_config(cfg).model_dump(mode="json", exclude_unset=True)
+
+
+def provider_class_name(object_name: str) -> str:
+    """tpuray-prod-serve-hf-token: the SecretProviderClass of one RayService."""
+    return f"{object_name}-hf-token"
+
+
+def mount_token(cluster_spec: dict[str, Any], object_name: str) -> None:
+    """Give the head and every worker group the token volume, mounted read-only in each container."""
+    volume = {
+        "name": VOLUME_NAME,
+        "csi": {
+            "driver": SECRET_MANAGER_CSI_DRIVER,
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": provider_class_name(object_name)},
+        },
+    }
+    mount = {"name": VOLUME_NAME, "mountPath": HF_TOKEN_DIR, "readOnly": True}
+    for group in [cluster_spec["headGroupSpec"], *cluster_spec["workerGroupSpecs"]]:
+        pod = group["template"]["spec"]
+        pod.setdefault("volumes", []).append(dict(volume))
+        for container in pod["containers"]:
+            container.setdefault("volumeMounts", []).append(dict(mount))

@@ -40,22 +40,15 @@ import pulumi_gcp as gcp
 import yaml
 
 from tpuray import llm_stack
-from tpuray.config import StackConfig
+from tpuray.llm_stack import VOLUME_NAME, mount_token, provider_class_name  # noqa: F401 (one home: llm_stack)
 
 SPC_API_VERSION = "secrets-store.csi.x-k8s.io/v1"
 SPC_PROVIDER = "gke"  # the GKE add-on's provider (the open-source provider is `gcp`)
-VOLUME_NAME = "hf-token"
 ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 
 
-def provider_class_name(object_name: str) -> str:
-    """tpuray-prod-serve-hf-token: the SecretProviderClass of one RayService."""
-    return f"{object_name}-hf-token"
-
-
-def secret_provider_class(cfg: StackConfig, object_name: str) -> dict[str, Any] | None:
+def secret_provider_class(version: str | None, object_name: str) -> dict[str, Any] | None:
     """The SecretProviderClass naming the token's secret version; None when the stack has no token."""
-    version = llm_stack.hf_token_version(cfg)
     if version is None:
         return None
     secrets = [{"resourceName": version, "path": llm_stack.HF_TOKEN_FILE_NAME}]
@@ -67,24 +60,6 @@ def secret_provider_class(cfg: StackConfig, object_name: str) -> dict[str, Any] 
     }
 
 
-def mount_token(cluster_spec: dict[str, Any], object_name: str) -> None:
-    """Give the head and every worker group the token volume, mounted read-only in each container."""
-    volume = {
-        "name": VOLUME_NAME,
-        "csi": {
-            "driver": llm_stack.SECRET_MANAGER_CSI_DRIVER,
-            "readOnly": True,
-            "volumeAttributes": {"secretProviderClass": provider_class_name(object_name)},
-        },
-    }
-    mount = {"name": VOLUME_NAME, "mountPath": llm_stack.HF_TOKEN_DIR, "readOnly": True}
-    for group in [cluster_spec["headGroupSpec"], *cluster_spec["workerGroupSpecs"]]:
-        pod = group["template"]["spec"]
-        pod.setdefault("volumes", []).append(dict(volume))
-        for container in pod["containers"]:
-            container.setdefault("volumeMounts", []).append(dict(mount))
-
-
 def secret_parts(version: str) -> tuple[str, str]:
     """projects/P/secrets/S/versions/V -> (P, S)."""
     parts = version.split("/")
@@ -93,14 +68,13 @@ def secret_parts(version: str) -> tuple[str, str]:
 
 def grant_access(
     name: str,
-    cfg: StackConfig,
+    version: str | None,
     gsa_email: pulumi.Input[str],
     after: list[pulumi.Resource],
     opts: pulumi.ResourceOptions,
 ) -> gcp.secretmanager.SecretIamMember | None:
     """secretAccessor on the token's secret alone for the serving GSA, declared after `after`
     (its Workload Identity bindings, themselves waiting for the cluster); None without a token."""
-    version = llm_stack.hf_token_version(cfg)
     if version is None:
         return None
     project, secret = secret_parts(version)

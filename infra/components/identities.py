@@ -100,7 +100,11 @@ def bucket_roles(cfg: StackConfig, gsa: str) -> dict[str, str]:
 
 
 def declare(
-    name: str, cfg: StackConfig, workload_pool: pulumi.Input[str], gcp_opts: pulumi.ResourceOptions
+    name: str,
+    cfg: StackConfig,
+    hf_token_version: str | None,
+    workload_pool: pulumi.Input[str],
+    gcp_opts: pulumi.ResourceOptions,
 ) -> dict[str, FoundationAccount]:
     """The GSAs' Workload Identity bindings (one per KSA), bucket grants and the Hugging Face
     token's grant; returns suffix -> GSA. The KSAs themselves are `service_accounts`. The GSAs are
@@ -132,7 +136,7 @@ def declare(
             gcp.storage.BucketIAMMember(logical, bucket=bucket, role=role, member=member, opts=gcp_opts)
     if SERVE_GSA in gsas:
         # The token's secret, readable by the serving GSA once its KSAs may act as it (hf_secret.py).
-        hf_secret.grant_access(name, cfg, gsas[SERVE_GSA].email, bindings[SERVE_GSA], gcp_opts)
+        hf_secret.grant_access(name, hf_token_version, gsas[SERVE_GSA].email, bindings[SERVE_GSA], gcp_opts)
     return gsas
 
 

@@ -7,7 +7,6 @@ services, and each object carries deadlines so nothing hangs silently.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,71 +16,28 @@ import yaml
 
 from infra.components import hf_secret, identities, network, pod_egress
 from ray_apps import contracts, health
-from tpuray import bundle, images, labels, llm_stack
+from tpuray import labels, llm_stack
 from tpuray.config import ConfigError, StackConfig
 from tpuray.desired import pod_security
-from tpuray.desired.ray_cluster import ray_cluster_spec
+from tpuray.desired.state import RayObject, StackDesire
 
 
-def bundle_uri(cfg: StackConfig) -> str:
-    """gs://<bundleUri>/tpuray-apps-<sha256[:16]>.zip: the bundle of ray_apps/ as it is now."""
-    return bundle.current().uri(cfg.workloads.bundle_uri)
-
-
-def _runtime_env(cfg: StackConfig) -> dict[str, Any]:
-    # No pip: the image carries the apps' dependencies (images/ray-tpu), so pods install
-    # nothing at start and private nodes need no egress to PyPI.
-    return {"working_dir": bundle_uri(cfg)}
-
-
-def train_entrypoint(cfg: StackConfig) -> str:
-    train = cfg.workloads.train
-    assert train is not None
-    pool = cfg.pool(train.pool)
-    shape = pool.shape
-    args = contracts.TrainArgs(
-        accelerator_type=shape.ray_accelerator_type,
-        topology=shape.topology,
-        hosts_per_slice=shape.hosts,
-        chips_per_host=shape.chips_per_host,
-        slices=train.slices,
-        steps=train.steps,
-        checkpoint_every=train.checkpoint_every,
-        data_uri=train.data_uri,
-        storage_uri=train.storage_uri,
-        run_name=f"{cfg.cluster.name}-train",
-        max_failures=train.max_failures,
-        # The step watchdog fails a hung attempt at the TpurayHungGangStepStalled threshold.
-        watchdog_factor=cfg.observability.hung_gang.step_factor,
-        watchdog_floor_s=cfg.observability.hung_gang.floor_seconds,
-        device="tpu",
-        # The chain's other shapes: the driver asks for them in order when the first gets no
-        # whole slice in time; GKE walks the capacity tiers of each shape (docs/capacity.md).
-        fallback_shapes=contracts.format_shapes([s.shape_step for s in pool.fallback_shapes]),
-    )
-    return shlex.join(["python", "-m", contracts.TRAIN_MODULE, *args.to_argv(contracts.RENDERED_TRAIN_FLAGS)])
-
-
-def train_job(cfg: StackConfig) -> dict[str, Any]:
-    train = cfg.workloads.train
+def train_job(desired: StackDesire, job: RayObject) -> dict[str, Any]:
+    train = desired.config.workloads.train
     assert train is not None
     return {
-        "entrypoint": train_entrypoint(cfg),
-        "runtimeEnvYAML": yaml.safe_dump(_runtime_env(cfg), sort_keys=True),
+        "entrypoint": job.entrypoint,
+        "runtimeEnvYAML": yaml.safe_dump(desired.runtime_env, sort_keys=True),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": train.ttl_seconds_after_finished,
         # A job that cannot get its slices, or hangs on a broken collective, is stopped.
         "activeDeadlineSeconds": train.active_deadline_seconds,
         "backoffLimit": train.backoff_limit,
-        "rayClusterSpec": ray_cluster_spec(
-            cfg.pool(train.pool), train.slices, cfg.ray, "train", train_name(cfg), images.workload_images(cfg)["train"]
-        ),
+        "rayClusterSpec": dict(job.cluster),
         # KubeRay's default submitter pod would not pass Pod Security `restricted`; its own account,
         # no token, no Google identity (identities.py).
-        "submitterPodTemplate": pod_security.submitter_template(
-            images.workload_images(cfg)["train"].image, identities.SUBMITTER, train_name(cfg)
-        ),
+        "submitterPodTemplate": pod_security.submitter_template(job.image.image, identities.SUBMITTER, job.name),
     }
 
 
@@ -89,6 +45,7 @@ SERVE_APP = "tpuray-serve"
 
 
 def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
+    """The Serve app's args (ray_apps/serve.py): the pool's shape from the catalog, the backend's inputs."""
     serve = cfg.workloads.serve
     assert serve is not None
     shape = cfg.pool(serve.pool).shape
@@ -116,7 +73,8 @@ def serve_app_args(cfg: StackConfig) -> dict[str, Any]:
     return args
 
 
-def serve_config(cfg: StackConfig) -> dict[str, Any]:
+def serve_config(desired: StackDesire) -> dict[str, Any]:
+    cfg = desired.config
     args = serve_app_args(cfg)
     if args["backend"] == "llm":
         # Ray's own OpenAI app with the stack's LLMConfig, validated by Ray (tpuray/llm_stack.py);
@@ -129,35 +87,22 @@ def serve_config(cfg: StackConfig) -> dict[str, Any]:
         }
         # Ray Serve LLM's OpenAI app has no /healthz of ours: a tiny CPU app beside it reports
         # the LLM app's state (waiting / loading / ready / failed, with Serve's reason).
-        return {"applications": [entry, health.app_entry(SERVE_APP, args["model_id"], _runtime_env(cfg))]}
+        return {"applications": [entry, health.app_entry(SERVE_APP, args["model_id"], desired.runtime_env)]}
     apps = [
         {
             "name": SERVE_APP,
             "route_prefix": "/",
             "import_path": contracts.SERVE_IMPORT_PATH,
-            "runtime_env": _runtime_env(cfg),
+            "runtime_env": desired.runtime_env,
             "args": args,
         }
     ]
     return {"applications": apps}
 
 
-def serve_service(cfg: StackConfig) -> dict[str, Any]:
-    serve = cfg.workloads.serve
-    assert serve is not None
-    cluster = ray_cluster_spec(
-        cfg.pool(serve.pool),
-        llm_stack.max_replicas(cfg) if serve.backend == "llm" else serve.replicas,
-        cfg.ray,
-        "serve",
-        serve_name(cfg),
-        images.workload_images(cfg)["serve"],
-    )
-    if llm_stack.hf_token_version(cfg):
-        # HF_TOKEN_PATH of the LLMConfig is a file of the Secret Manager add-on (hf_secret.py).
-        hf_secret.mount_token(cluster, serve_name(cfg))
+def serve_service(desired: StackDesire, service: RayObject) -> dict[str, Any]:
     return {
-        "serveConfigV2": yaml.safe_dump(serve_config(cfg), sort_keys=False),
+        "serveConfigV2": yaml.safe_dump(serve_config(desired), sort_keys=False),
         # serviceUnhealthySecondThreshold / deploymentUnhealthySecondThreshold are not set: KubeRay
         # removed the recreate-on-unhealthy behaviour they drove in late 2023 (ray-project/kuberay
         # PRs 1664, 1665; the CRD still accepts them as no-ops). What KubeRay honours instead: a
@@ -165,42 +110,22 @@ def serve_service(cfg: StackConfig) -> dict[str, Any]:
         # Serve's own replica health checks restart a stuck replica; the stuck-deploy alert
         # (tpuray.observe, serviceUnhealthySecondThreshold) pages a person.
         "upgradeStrategy": {"type": "NewCluster"},
-        "rayClusterConfig": cluster,
+        "rayClusterConfig": dict(service.cluster),
     }
 
 
-def interactive_cluster(cfg: StackConfig) -> dict[str, Any]:
-    interactive = cfg.workloads.interactive
-    assert interactive is not None
-    image = images.workload_images(cfg)["interactive"]
-    return ray_cluster_spec(
-        cfg.pool(interactive.pool), interactive.slices, cfg.ray, "interactive", interactive_name(cfg), image
-    )
-
-
-def train_name(cfg: StackConfig) -> str:
-    return f"{cfg.cluster.name}-train"
-
-
-def serve_name(cfg: StackConfig) -> str:
-    return f"{cfg.cluster.name}-serve"
-
-
-def interactive_name(cfg: StackConfig) -> str:
-    return f"{cfg.cluster.name}-interactive"
-
-
-def ray_objects(cfg: StackConfig) -> list[tuple[str, str]]:
-    """(kind, name) of each KubeRay object the stack declares."""
-    wl = cfg.workloads
-    found = [("RayJob", train_name(cfg))] if wl.train else []
-    found += [("RayService", serve_name(cfg))] if wl.serve else []
-    return found + ([("RayCluster", interactive_name(cfg))] if wl.interactive else [])
+def object_spec(desired: StackDesire, obj: RayObject) -> dict[str, Any]:
+    """The spec of one KubeRay object: a RayCluster is its cluster spec alone."""
+    if obj.kind == "RayJob":
+        return train_job(desired, obj)
+    if obj.kind == "RayService":
+        return serve_service(desired, obj)
+    return dict(obj.cluster)
 
 
 @dataclass(frozen=True)
 class RayWorkloadsArgs:
-    config: StackConfig
+    desired: StackDesire  # tpuray/desired/state.py: the stack's Ray objects, built once
     provider: k8s.Provider
     # The cluster's workload_identity_config.workload_pool (PROJECT.svc.id.goog), an output.
     workload_pool: pulumi.Input[str]
@@ -211,11 +136,12 @@ class RayWorkloads(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: RayWorkloadsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpuray:index:RayWorkloads", name, None, opts)
-        cfg, wl = args.config, args.config.workloads
+        desired = args.desired
+        cfg, wl = desired.config, desired.config.workloads
         gcp_opts = pulumi.ResourceOptions(parent=self)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         ns = wl.namespace
-        unbuilt = sorted({i.name for i in images.workload_images(cfg).values() if not i.built})
+        unbuilt = desired.unbuilt_images
         if unbuilt and not cfg.ray.image and not pulumi.runtime.is_dry_run():
             # A preview may show the -tpu base; a deployment must run the image that was built.
             key = f"tpuray:images.digests.{unbuilt[0]}"
@@ -226,7 +152,7 @@ class RayWorkloads(pulumi.ComponentResource):
 
         # Pods reach GCS (data, checkpoints, code, the model mirror) as their role's GSA, through
         # Workload Identity; the Hugging Face token's grant goes to the serving GSA only.
-        gsas = identities.declare(name, cfg, args.workload_pool, gcp_opts)
+        gsas = identities.declare(name, cfg, desired.hf_token_version, args.workload_pool, gcp_opts)
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-ns",
@@ -264,24 +190,20 @@ class RayWorkloads(pulumi.ComponentResource):
             )
 
         # The token's SecretProviderClass exists before a serve pod mounts it (hf_secret.py).
-        provider_class = hf_secret.secret_provider_class(cfg, serve_name(cfg)) if wl.serve else None
+        service = desired.of_kind("RayService")
+        provider_class = hf_secret.secret_provider_class(desired.hf_token_version, service.name) if service else None
         token_class = [declare(provider_class)] if provider_class else []
-        specs = {
-            "RayJob": train_job(cfg) if wl.train else None,
-            "RayService": serve_service(cfg) if wl.serve else None,
-            "RayCluster": interactive_cluster(cfg) if wl.interactive else None,
-        }
-        for kind, object_name in ray_objects(cfg):
-            custom(kind, object_name, specs[kind], token_class if kind == "RayService" else [])
+        for obj in desired.objects:
+            custom(obj.kind, obj.name, object_spec(desired, obj), token_class if obj.kind == "RayService" else [])
         # Default-deny ingress and egress, per-object Ray policies (network.py, pod_egress.py) and
         # the Serve Gateway.
-        for kind, object_name in ray_objects(cfg):
-            autoscaling = labels.ray_cluster_spec({"kind": kind, "spec": specs[kind]})["enableInTreeAutoscaling"]
+        for obj in desired.objects:
             for manifest in [
-                *network.object_policies(cfg, kind, object_name),
-                *pod_egress.object_policies(cfg, kind, object_name, autoscaling),
+                *network.object_policies(cfg, obj.kind, obj.name),
+                *pod_egress.object_policies(cfg, obj.kind, obj.name, obj.autoscaling),
             ]:
                 declare(manifest)
-        for manifest in [*network.default_deny(ns), *network.gateway_objects(cfg, serve_name(cfg))]:
+        gateway = network.gateway_objects(cfg, service.name) if service else []
+        for manifest in [*network.default_deny(ns), *gateway]:
             declare(manifest)
         self.register_outputs({"namespace": ns, "serviceAccounts": {k: g.email for k, g in gsas.items()}})
