@@ -28,7 +28,7 @@ demo: venv
 	$(BIN)/tpuray demo dev
 
 # Every test, measuring branch coverage; tests/coverage_gate.py then holds tpuray/policies/ at
-# 100 % and tpuray/config.py at >= 95 % and names any line no test reaches. Two xdist workers
+# 100 % and tpuray/config/ at >= 95 % and names any line no test reaches. Two xdist workers
 # (one per core: the suite keeps both busy, and four took as long), one whole test file at a
 # time (a module's emulated cluster starts once), the longest files first (tests/ordering.py)
 # so that neither worker ends alone on a long one. Tests that start Serve use free ports,

@@ -79,7 +79,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "config": (
-        ["tpuray/config.py"],
+        ["tpuray/config/checks.py", "tpuray/config/pools.py"],
         [
             "tests/test_config.py",
             "tests/test_config_checks.py",

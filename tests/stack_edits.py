@@ -23,4 +23,3 @@ def errors(stack: str, edit: Edit) -> list[str]:
     with pytest.raises(ConfigError) as info:
         parse_stack_config(raw, stack)
     return info.value.lines
-

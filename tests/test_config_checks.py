@@ -1,4 +1,4 @@
-"""Every validation in tpuray/config.py, one row each: an edit of the dev stack's `tpuray:`
+"""Every validation in tpuray/config/, one row each: an edit of the dev stack's `tpuray:`
 config and the exact line it must produce (and only that line).
 
 To cover a new validation, add one row to CASES: (id, edit, expected line). `edit` takes the
@@ -122,9 +122,9 @@ CASES: list[tuple[str, Edit, str]] = [
      "Engine reservation, e.g. {reservation: {name: prod-v6e-res}}"),
     ("train pool on a 2-host slice Ray reads as one VM",
      lambda c: pool(c).update(topology="2x4", machineType="ct6e-standard-4t"),
-     "tpuray:slicePools[0].machineType: 'ct6e-standard-4t' makes v6e 2x4 a 2-host slice, which Ray's "
-     "SlicePlacementGroup reserves as one 8-chip VM, so the JaxTrainer gang of workloads.train could span two "
-     "slices; use ct6e-standard-8t (one VM) or a topology of more than 8 chips"),
+     "tpuray:slicePools[0].machineType: 'ct6e-standard-4t' makes v6e 2x4 2 hosts of 4 chips: Ray's SlicePlacementGroup "
+     "(JaxTrainer, Ray Serve LLM) reserves it as one 8-chip VM, so the JaxTrainer gang of workloads.train could span two slices; "
+     "use ct6e-standard-8t (8 chips per pod, numOfHosts: 1) or a topology of more than 8 chips"),
     # ------------------------------------------------------------------ fallbacks
     ("fallback of an unknown generation", lambda c: pool(c).update(fallback=[{"generation": "v7", "topology": "4x4"}]),
      "tpuray:slicePools[0].fallback[0].generation: 'v7' is not a TPU generation; valid: v4, v5e, v5p, v6e, tpu7x"),

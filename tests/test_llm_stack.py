@@ -197,9 +197,9 @@ def test_an_llm_pool_of_2_host_v5e_2x4_slices_is_refused_as_ray_would_read_them_
     raw = stack()
     raw["slicePools"][-1].update(generation="v5e", topology="2x4", machineType="ct5lp-hightpu-4t")
     assert errors(raw) == [
-        "tpuray:slicePools[2].machineType: 'ct5lp-hightpu-4t' makes v5e 2x4 a 2-host slice, which Ray's "
-        "SlicePlacementGroup reserves as one 8-chip VM, so a Ray Serve LLM replica of workloads.serve could span two "
-        "slices; use ct5lp-hightpu-8t (one VM) or a topology of more than 8 chips"
+        "tpuray:slicePools[2].machineType: 'ct5lp-hightpu-4t' makes v5e 2x4 2 hosts of 4 chips: Ray's SlicePlacementGroup "
+        "(JaxTrainer, Ray Serve LLM) reserves it as one 8-chip VM, so a Ray Serve LLM replica of workloads.serve could span two slices; "
+        "use ct5lp-hightpu-8t (8 chips per pod, numOfHosts: 1) or a topology of more than 8 chips"
     ]
 
 
@@ -208,10 +208,10 @@ def test_a_train_pool_and_an_llm_pool_ray_would_read_as_one_vm_are_both_reported
     raw["slicePools"][0].update(topology="2x4", machineType="ct6e-standard-4t", fallback=[])
     raw["slicePools"][-1].update(generation="v5e", topology="2x4", machineType="ct5lp-hightpu-4t")
     assert errors(raw) == [
-        "tpuray:slicePools[0].machineType: 'ct6e-standard-4t' makes v6e 2x4 a 2-host slice, which Ray's "
-        "SlicePlacementGroup reserves as one 8-chip VM, so the JaxTrainer gang of workloads.train could span two "
-        "slices; use ct6e-standard-8t (one VM) or a topology of more than 8 chips",
-        "tpuray:slicePools[2].machineType: 'ct5lp-hightpu-4t' makes v5e 2x4 a 2-host slice, which Ray's "
-        "SlicePlacementGroup reserves as one 8-chip VM, so a Ray Serve LLM replica of workloads.serve could span two "
-        "slices; use ct5lp-hightpu-8t (one VM) or a topology of more than 8 chips",
+        "tpuray:slicePools[0].machineType: 'ct6e-standard-4t' makes v6e 2x4 2 hosts of 4 chips: Ray's SlicePlacementGroup "
+        "(JaxTrainer, Ray Serve LLM) reserves it as one 8-chip VM, so the JaxTrainer gang of workloads.train could span two slices; "
+        "use ct6e-standard-8t (8 chips per pod, numOfHosts: 1) or a topology of more than 8 chips",
+        "tpuray:slicePools[2].machineType: 'ct5lp-hightpu-4t' makes v5e 2x4 2 hosts of 4 chips: Ray's SlicePlacementGroup "
+        "(JaxTrainer, Ray Serve LLM) reserves it as one 8-chip VM, so a Ray Serve LLM replica of workloads.serve could span two slices; "
+        "use ct5lp-hightpu-8t (8 chips per pod, numOfHosts: 1) or a topology of more than 8 chips",
     ]

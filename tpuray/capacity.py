@@ -18,9 +18,11 @@ Reading the rendered objects back (preview's key inputs, the ComputeClass descri
 policies) goes through `tier_of_node_config` / `tier_of_priority`: the first row whose marker the
 object carries, else the default tier (on-demand, which has no marker of its own).
 
-Adding a tier is one row here plus its prices (tpuray/prices.yaml) and its docs;
-tests/test_capacity.py adds a fake one and follows it into the preview, the ComputeClass, the
-worker groups and the cost table.
+Adding a tier is one row here (its stack config key, with its documentation, is generated from
+the row: tpuray/config/pools.py), plus its prices (tpuray/data/prices.yaml or a stack's
+tpuray:prices); tests/test_one_home.py adds a made-up one in a copy of the sources and follows it
+into the config, the generated docs, the preview, the ComputeClass, the worker groups, the cost
+table and the emulator.
 
 Sources: Spot node pools and the gke-spot label and taint:
 https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms ; flex-start:
@@ -79,9 +81,15 @@ RESERVATION_BOUNDS = PriceBounds(
 class Tier:
     key: str  # label value, price key, TierKind value: spot | reservation | on-demand | flex-start
     config_key: str  # the stack config key: spot | reservation | onDemand | flexStart
-    field: str  # the CapacityTier attribute that holds it
+    field: str  # the CapacityTier attribute that holds it (generated from this row: config/pools.py)
     display: str  # how the preview and the ComputeClass description name it
     market_type: str  # Ray's ray.io/market-type value
+    # The stack config key's documentation (docs/configuration.md is generated from it), its place
+    # among a capacity step's keys (messages and docs list them in this order), and whether the
+    # key names a reservation ({reservation: {name, project}}) or is a flag (spot: true).
+    config_description: str = ""
+    config_rank: int = 100
+    names_reservation: bool = False
     from_zero: bool = False  # node pools start at zero nodes and autoscale up
     auto_repair: bool = True
     gke_feature: str | None = None  # the GKE feature (tpuray/gke_versions.py FLOORS) a cluster needs for it
@@ -154,6 +162,8 @@ SPOT = Tier(
     field="spot",
     display="spot",
     market_type="spot",
+    config_description="Spot VMs (may be preempted)",
+    config_rank=0,
     node_label=labels.GKE_SPOT,
     tainted=True,
     node_config=lambda _ref, _project: {"spot": True},
@@ -170,6 +180,9 @@ RESERVATION = Tier(
     field="reservation",
     display="reservation",
     market_type="on-demand",
+    config_description="a specific Compute Engine reservation",
+    config_rank=1,
+    names_reservation=True,
     node_config=_reservation_node_config,
     priority=_reservation_priority,
     node_config_marker={"reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION"}},
@@ -184,6 +197,8 @@ ON_DEMAND = Tier(
     field="on_demand",
     display="on-demand",
     market_type="on-demand",
+    config_description="on-demand VMs",
+    config_rank=2,
     priority=lambda _ref: {"spot": False, "reservations": {"affinity": "None"}},
     sku_usage_types=("OnDemand",),
 )
@@ -193,6 +208,8 @@ FLEX_START = Tier(
     field="flex_start",
     display="flex-start",
     market_type="on-demand",
+    config_description="flex-start (DWS): node pools scale from zero",
+    config_rank=3,
     from_zero=True,
     auto_repair=False,
     gke_feature="flex-start for TPUs",
@@ -209,7 +226,8 @@ FLEX_START = Tier(
 
 # Reading a rendered object back tries the rows in this order; the default tier comes last. Its
 # labels are excluded in this order too. Messages list the tiers in the config schema's order
-# (tpuray.config.CapacityTier), which price_keys() follows after the default tier.
+# (config_rank: tpuray.config.CapacityTier's fields are generated from these rows), which
+# price_keys() follows after the default tier.
 TIERS: list[Tier] = [SPOT, FLEX_START, RESERVATION, ON_DEMAND]
 
 

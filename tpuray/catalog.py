@@ -114,6 +114,18 @@ class SliceShape:
             if (s.generation, s.topology) == (self.generation, self.topology) and not s.multi_host
         )
 
+    def one_vm_gang_problem(self, gang: str = "a gang") -> str | None:
+        """Why `gang` on a slice of this shape could span two slices, with what to use instead;
+        None when it cannot. The one home of the rule that the stack check (desired/checks.py) and
+        the policy `tpu-slice-ray-reads-as-one-vm` (policies/rules_tpu.py) both enforce."""
+        if not self.ray_reads_as_one_host:
+            return None
+        return (
+            f"Ray's SlicePlacementGroup (JaxTrainer, Ray Serve LLM) reserves it as one {self.chips}-chip VM, so "
+            f"{gang} could span two slices; use {' or '.join(self.one_vm_machine_types)} ({self.chips} chips per "
+            f"pod, numOfHosts: 1) or a topology of more than {self.chips} chips"
+        )
+
     @property
     def hosts_text(self) -> str:
         """'1 host', '4 hosts': the slice's host count in a message."""

@@ -4,7 +4,7 @@ Kubernetes object names and the rest. One line per bad name: the key, the value 
 
 Each rule cites the service's documentation (or the pinned provider that repeats it) beside its
 constant. Called by tpuray.gcp_rules.stack_lines; a key whose overall form another check already
-refuses (bundleUri and modelSource in tpuray/config.py and tpuray/llm_stack.py, hfTokenSecret,
+refuses (bundleUri and modelSource in tpuray/config/checks.py and tpuray/llm_stack.py, hfTokenSecret,
 secretsKmsKey) gets no second line here.
 """
 
@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING
 
+from tpuray.config.schema import StackConfig
 from tpuray.hf_token import HF_TOKEN
-
-if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
-    from tpuray.config import StackConfig
 
 NS = "tpuray"
 
@@ -39,8 +36,16 @@ CERTIFICATE_ID = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 # (google.cloud.kms.v1 CreateKeyRingRequest.key_ring_id and CreateCryptoKeyRequest.crypto_key_id).
 KMS_ID = re.compile(r"^[a-zA-Z0-9_-]{1,63}$")
 KMS_KEY = re.compile(r"^projects/([^/]+)/locations/[^/]+/keyRings/([^/]+)/cryptoKeys/([^/]+)$")
-# A project in a resource name is its ID (tpuray.gcp_rules.PROJECT_ID) or its number.
+# A project in a resource name is its ID or its number.
 PROJECT_NUMBER = re.compile(r"^[1-9][0-9]{5,}$")
+# Project IDs: 6-30 characters, lowercase letters, digits, hyphens; start with a letter, no
+# trailing hyphen. https://cloud.google.com/resource-manager/docs/creating-managing-projects
+PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+# gs://BUCKET[/PREFIX] (a bundle location) and gs://BUCKET/PATH (a folder of objects).
+GCS_LOCATION = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\s]*)?$")
+# A Secret Manager secret, optionally one version: projects/P/secrets/S[/versions/V|latest].
+SECRET_REF = re.compile(r"^projects/[^/\s]+/secrets/[A-Za-z0-9_-]{1,255}(/versions/(latest|[1-9][0-9]*))?$")
+GCS_FOLDER = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/\S+$")
 # Kubernetes: namespace names are RFC 1123 labels (at most 63 characters); Secret names are DNS
 # subdomains (at most 253). https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -98,18 +103,14 @@ def _uri_lines(key: str, uri: str | None, form: str, checked_form: re.Pattern[st
 
 def bucket_lines(cfg: StackConfig) -> list[str]:
     """Every gs:// key of the config, and the Terraform state bucket."""
-    from tpuray import config, llm_stack  # both import tpuray.gcp_rules, which imports this module
-
     wl, key = cfg.workloads, f"{NS}:workloads"
-    lines = _uri_lines(f"{key}.bundleUri", wl.bundle_uri, "gs://BUCKET[/PREFIX]", config._BUNDLE_URI)
+    lines = _uri_lines(f"{key}.bundleUri", wl.bundle_uri, "gs://BUCKET[/PREFIX]", GCS_LOCATION)
     if wl.train is not None:
         lines += _uri_lines(f"{key}.train.dataUri", wl.train.data_uri, "gs://BUCKET/PATH of the Parquet or JSONL files")
         lines += _uri_lines(f"{key}.train.storageUri", wl.train.storage_uri, "gs://BUCKET/PATH for the checkpoints")
     if wl.serve is not None:
         if wl.serve.backend == "llm":
-            lines += _uri_lines(
-                f"{key}.serve.modelSource", wl.serve.model_source, "gs://BUCKET/PATH", llm_stack._GCS_FOLDER
-            )
+            lines += _uri_lines(f"{key}.serve.modelSource", wl.serve.model_source, "gs://BUCKET/PATH", GCS_FOLDER)
         lines += _uri_lines(
             f"{key}.serve.checkpointUri", wl.serve.checkpoint_uri, "gs://BUCKET/PATH of a training run's checkpoints"
         )
@@ -131,15 +132,11 @@ def _is_ip(value: str) -> bool:
 
 
 def _project_ok(project: str) -> bool:
-    from tpuray.gcp_rules import PROJECT_ID
-
     return bool(PROJECT_ID.match(project) or PROJECT_NUMBER.match(project))
 
 
 def resource_name_lines(cfg: StackConfig) -> list[str]:
     """Certificate Manager, Secret Manager, Cloud KMS and Cloud Monitoring names."""
-    from tpuray import llm_stack
-
     lines = []
     serve, skey = cfg.workloads.serve, f"{NS}:workloads.serve"
     gateway = serve.gateway if serve is not None else None
@@ -151,7 +148,7 @@ def resource_name_lines(cfg: StackConfig) -> list[str]:
                     "certificate names are 1-64 characters: a letter, then letters, digits, - or _"
                 )
     token = serve.hf_token_secret if serve is not None and serve.backend == "llm" else None
-    if token and llm_stack._SECRET_REF.match(token):  # else llm_stack refuses its form
+    if token and SECRET_REF.match(token):  # else llm_stack refuses its form
         project = token.split("/")[1]
         if not _project_ok(project):
             shown = "a plaintext token" if HF_TOKEN.search(project) else repr(project)  # never echo a token

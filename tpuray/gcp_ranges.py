@@ -15,10 +15,8 @@ authorized networks) or in tpuray/security_config.py (proxyOnlySubnetCidr) and s
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
-    from tpuray.config import StackConfig
+from tpuray.config.schema import StackConfig
 
 NS = "tpuray"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING
 
 from tpuray import gcp_names, gcp_ranges, maintenance_rules, stack_consistency
-
-if TYPE_CHECKING:  # tpuray.config imports this module
-    from tpuray.config import StackConfig
+from tpuray.config.schema import StackConfig
+from tpuray.gcp_names import PROJECT_ID
 
 NS = "tpuray"
 
@@ -31,9 +29,6 @@ SERVICE_ACCOUNT_SUFFIXES = ("nodes", "ray")
 # GKE cluster names: lowercase letters, digits and hyphens, start with a letter, end with a
 # letter or digit, at most 40 characters (`gcloud container clusters create` NAME; API Cluster.name).
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
-# Project IDs: 6-30 characters, lowercase letters, digits, hyphens; start with a letter, no
-# trailing hyphen. https://cloud.google.com/resource-manager/docs/creating-managing-projects
-PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 # Compute Engine resource names (networks, subnetworks, routers, reservations): RFC 1035,
 # at most 63 characters. https://cloud.google.com/compute/docs/naming-resources
 RFC1035 = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")

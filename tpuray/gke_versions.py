@@ -26,14 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from tpuray import catalog
-
-if TYPE_CHECKING:
-    from tpuray.config import StackConfig
+from tpuray.config.schema import StackConfig
 
 
 @dataclass(frozen=True)

@@ -17,18 +17,17 @@ AsyncEngineArgs, which needs the vllm package).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tpuray import catalog
-from tpuray.config import NAMESPACE, StackConfig
+from tpuray.config.base import NAMESPACE
+from tpuray.config.schema import StackConfig
 from tpuray.errors import ConfigError
+from tpuray.gcp_names import GCS_FOLDER, SECRET_REF
 from tpuray.hf_token import HF_TOKEN, plaintext_token_paths
 
 KEY = f"{NAMESPACE}:workloads.serve"
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
-_GCS_FOLDER = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/\S+$")
-_SECRET_REF = re.compile(r"^projects/[^/\s]+/secrets/[A-Za-z0-9_-]{1,255}(/versions/(latest|[1-9][0-9]*))?$")
 # Keys the stack sets by name so there is one place for each (and the catalog does the arithmetic).
 _OWNED_ENGINE_KWARGS = {
     "tensor_parallel_size": "tensorParallelSize",
@@ -82,7 +81,7 @@ def stack_lines(cfg: StackConfig) -> list[str]:
         f"{KEY}.hfTokenSecret to projects/PROJECT/secrets/NAME"
         for p in plaintext_token_paths(serve.model_dump(by_alias=True, exclude={"hf_token_secret"}))
     ]
-    if serve.hf_token_secret is not None and not _SECRET_REF.match(serve.hf_token_secret):
+    if serve.hf_token_secret is not None and not SECRET_REF.match(serve.hf_token_secret):
         # Never echo a value that may be the token itself.
         shown = "a plaintext token" if HF_TOKEN.search(serve.hf_token_secret) else repr(serve.hf_token_secret)
         lines.append(
@@ -96,7 +95,7 @@ def stack_lines(cfg: StackConfig) -> list[str]:
                 f"the {serve.backend} backend would never use it: remove it"
             )
         return lines
-    if serve.model_source is not None and not _GCS_FOLDER.match(serve.model_source):
+    if serve.model_source is not None and not GCS_FOLDER.match(serve.model_source):
         lines.append(
             f"{KEY}.modelSource: {serve.model_source!r} is invalid; use gs://BUCKET/PATH, the folder holding the "
             "model in Hugging Face layout (config.json, *.safetensors, tokenizer files)"
@@ -122,7 +121,7 @@ def stack_lines(cfg: StackConfig) -> list[str]:
         lines.append(
             f"{KEY}.{field}: {devices(cfg)} chips per replica (tensor x pipeline parallel) is invalid; {problem}"
         )
-    # More replicas than the pool has slices: the stack's slice-demand check (tpuray/config.py).
+    # More replicas than the pool has slices: the stack's slice-demand check (tpuray/desired/checks.py).
     return lines
 
 

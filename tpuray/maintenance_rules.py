@@ -28,14 +28,11 @@ from __future__ import annotations
 import bisect
 import re
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
 
 from dateutil.rrule import rrulestr
 
+from tpuray.config.schema import StackConfig
 from tpuray.security_config import MIN_WINDOW, NO_UPGRADES_MAX, MaintenanceConfig, _utc
-
-if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
-    from tpuray.config import StackConfig
 
 NS = "tpuray"
 ROLLING = timedelta(days=32)

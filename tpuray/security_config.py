@@ -1,4 +1,4 @@
-"""Stack config for cluster hardening and the Serve ingress (part of tpuray/config.py's StackConfig).
+"""Stack config for cluster hardening and the Serve ingress (part of tpuray.config's StackConfig).
 
 Kept apart from config.py so the security settings have one home:
 - `tpuray:cluster.binaryAuthorization`, `.maintenance` (`.secretsKmsKey` is config.py's, from Terraform);

@@ -3,7 +3,7 @@ read, a value the run can never reach, the same item twice in a list whose order
 One line each, naming the key that is at fault. Called by tpuray.gcp_rules.stack_lines.
 
 - Keys never read: `replicas` beside `autoscaling` (the slice demand and the RayService use
-  autoscaling's bounds: tpuray/config.py, tpuray/llm_stack.py), Binary Authorization images
+  autoscaling's bounds: tpuray/config/checks.py, tpuray/llm_stack.py), Binary Authorization images
   without `enforce` (infra/components/hardening.py writes no policy then), a state bucket for a
   local Terraform backend or a path for a gcs one (tpuray/terraform.py reads one of them).
 - Never reached: `checkpointEvery` above `steps` (ray_apps/train.py checkpoints when
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
-    from tpuray.config import CapacityTier, StackConfig
+from tpuray.config.pools import CapacityTier
+from tpuray.config.schema import StackConfig
 
 NS = "tpuray"
 

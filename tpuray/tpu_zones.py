@@ -25,12 +25,11 @@ from __future__ import annotations
 import datetime as dt
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:  # tpuray.config imports tpuray.gcp_rules, which imports this module
-    from tpuray.config import StackConfig
+from tpuray.config.schema import StackConfig
 
 NS = "tpuray"
 ZONES_FILE = Path(__file__).resolve().parent / "data" / "tpu_zones.yaml"

@@ -170,14 +170,12 @@ def _one_vm_slices(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             # _resolve_chips_per_vm), which tpu-node-selectors checks.
             continue
         shape = g.shape()
-        if shape is None or not shape.ray_reads_as_one_host:
+        problem = shape.one_vm_gang_problem() if shape is not None else None
+        if shape is None or problem is None:
             continue
-        one_vm = " or ".join(shape.one_vm_machine_types)
         yield (
             f"{res.label}: {g.where} runs {shape.generation} {shape.topology} as {shape.hosts} hosts of "
-            f"{shape.chips_per_host} chips ({shape.machine_type}), which Ray's SlicePlacementGroup (JaxTrainer, Ray "
-            f"Serve LLM) reserves as one {shape.chips}-chip VM, so a gang could span two slices; use {one_vm} "
-            f"({shape.chips} chips per pod, numOfHosts: 1) or a topology of more than {shape.chips} chips"
+            f"{shape.chips_per_host} chips ({shape.machine_type}): {problem}"
         )
 
 

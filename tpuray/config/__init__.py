@@ -1,0 +1,105 @@
+"""The typed stack configuration, validated before any resource is declared (public API).
+
+Stack config lives in stacks/Pulumi.<env>.yaml under the `tpuray:` namespace. The raw mapping
+(from the YAML file, or from pulumi.Config under the CLI) goes through `parse_stack_config`,
+which either returns a `StackConfig` or raises `ConfigError` holding one line per problem: the
+key, the bad value and what is allowed. `load_stack("dev")` reads and parses a stack file.
+
+The package, one module per job: base.py (the model base, namespace and keys), the models by
+concept (cluster.py, pools.py, workloads.py, schema.py for `StackConfig`), checks.py (parsing and
+every check across keys), files.py (stack-file I/O) and encoding.py (the Pulumi engine's form).
+"""
+
+from __future__ import annotations
+
+from tpuray.config.base import CONFIG_KEYS, NAMESPACE, ConfigModel
+
+# Last: the checks read the rule modules, which import the models above from their own modules.
+from tpuray.config.checks import load_stack, parse_stack_config  # noqa: E402, I001
+from tpuray.config.cluster import AuthorizedNetwork, ClusterConfig, CpuPoolConfig, GcpConfig
+from tpuray.config.encoding import pulumi_config_map  # noqa: E402
+from tpuray.config.files import (
+    STACK_FILE,
+    name_of_stack_file,
+    read_stack_file,
+    resolve_stack_file,
+    stack_file_in,
+    stack_files,
+    stack_name,
+    stack_names,
+    stacks_dir,
+)
+from tpuray.config.pools import (
+    UNLISTED_CAPACITY,
+    CapacityTier,
+    FallbackShape,
+    ReservationRef,
+    SlicePoolConfig,
+    price_tiers,
+    tier_keys,
+    tier_order,
+)
+from tpuray.config.schema import (
+    IMAGE_NAMES,
+    BudgetConfig,
+    HungGangConfig,
+    ImagesConfig,
+    ObservabilityConfig,
+    StackConfig,
+    TerraformConfig,
+    TerraformOutputs,
+)
+from tpuray.config.workloads import (
+    InteractiveCluster,
+    LlmAutoscaling,
+    RayConfig,
+    ServeWorkload,
+    TrainWorkload,
+    WorkloadsConfig,
+)
+from tpuray.errors import ConfigError
+
+__all__ = [
+    "AuthorizedNetwork",
+    "BudgetConfig",
+    "CONFIG_KEYS",
+    "CapacityTier",
+    "ClusterConfig",
+    "ConfigError",
+    "ConfigModel",
+    "CpuPoolConfig",
+    "FallbackShape",
+    "GcpConfig",
+    "HungGangConfig",
+    "IMAGE_NAMES",
+    "ImagesConfig",
+    "InteractiveCluster",
+    "LlmAutoscaling",
+    "NAMESPACE",
+    "ObservabilityConfig",
+    "RayConfig",
+    "ReservationRef",
+    "STACK_FILE",
+    "ServeWorkload",
+    "SlicePoolConfig",
+    "StackConfig",
+    "TerraformConfig",
+    "TerraformOutputs",
+    "TrainWorkload",
+    "UNLISTED_CAPACITY",
+    "WorkloadsConfig",
+    "load_stack",
+    "name_of_stack_file",
+    "parse_stack_config",
+    "price_tiers",
+    "pulumi_config_map",
+    "read_stack_file",
+    "resolve_stack_file",
+    "stack_file_in",
+    "stack_files",
+    "stack_name",
+    "stack_names",
+    "stacks_dir",
+    "tier_keys",
+    "tier_order",
+]
