@@ -5,16 +5,13 @@ check is in test_config_checks.py (the same dev-stack edits)."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.test_config_checks import DEV, pool, rename
-from tpuray import capacity
 from tpuray.config import (
-    CapacityTier,
     ConfigError,
     parse_stack_config,
     pulumi_config_map,
@@ -23,7 +20,6 @@ from tpuray.config import (
     stack_files,
     stack_name,
     stack_names,
-    tier_order,
 )
 
 V6E_TOPOLOGIES = "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
@@ -176,13 +172,3 @@ def test_a_stack_file_key_with_two_colons_keeps_the_second_in_its_name(tmp_path:
     path = tmp_path / "Pulumi.dev.yaml"
     path.write_text("config:\n  tpuray:gcp:zones: [us-east5-b]\n  aws:region: us-east-1\n")
     assert read_stack_file(path) == {"gcp:zones": ["us-east5-b"]}
-
-
-def test_a_tier_added_to_the_table_only_is_read_from_its_config_key_and_ordered_last(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    queued = dataclasses.replace(capacity.ON_DEMAND, key="queued", config_key="queuedProvisioning", field="queued")
-    monkeypatch.setattr(capacity, "TIERS", [*capacity.TIERS, queued])
-    assert [t.key for t in tier_order()] == ["spot", "reservation", "on-demand", "flex-start", "queued"]
-    step = CapacityTier.model_validate({"queuedProvisioning": True})
-    assert (step.value(queued), step.kinds()) == (True, [queued])

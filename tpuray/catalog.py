@@ -253,7 +253,11 @@ def _shape(gen: Generation, topology: str, chips_per_host: int) -> SliceShape:
 
 @cache
 def all_shapes() -> tuple[SliceShape, ...]:
-    """Every shape, in generation then size order. The default form of a topology comes first."""
+    """Every shape of the catalog (public API).
+
+    Returns:
+        The shapes in generation then size order; the default form of a topology comes first
+        (v6e 2x4 on ct6e-standard-8t before its 2-host form)."""
     shapes: list[SliceShape] = []
     for gen in GENERATIONS.values():
         for topology in gen.topologies:
@@ -288,7 +292,19 @@ def machine_types(gen_name: str, topology: str) -> tuple[str, ...]:
 
 
 def lookup(gen_name: str, topology: str, machine_type: str | None = None) -> SliceShape:
-    """The shape for a generation and topology; machine_type picks between two forms of 2x4."""
+    """The shape of a generation and topology (public API).
+
+    Args:
+        gen_name: a generation of `GENERATIONS` (v4, v5e, v5p, v6e, tpu7x).
+        topology: a topology valid for it, e.g. "4x4" or "2x2x2".
+        machine_type: picks between the two forms of v5e/v6e 2x4; None: the default form.
+
+    Returns:
+        The `SliceShape`: chips, hosts, chips per host, machine type, GKE labels, Ray types.
+
+    Raises:
+        CatalogError: an unknown generation, a topology the generation does not have, or a
+            machine type that does not fit; the message lists what is valid."""
     gen = generation(gen_name)
     if topology not in gen.topologies:
         raise CatalogError(f"topology {topology!r} is not valid for {gen_name}; valid: {gen.describe_topologies()}")
@@ -316,7 +332,18 @@ def find(gen_name: str, topology: str, chips_per_host: int) -> SliceShape:
 
 
 def by_gke_labels(gke_accelerator: str, topology: str, chips_per_host: int | None = None) -> SliceShape:
-    """The shape a Kubernetes object asks for through its TPU nodeSelectors."""
+    """The shape a Kubernetes object asks for through its TPU nodeSelectors (public API).
+
+    Args:
+        gke_accelerator: the `cloud.google.com/gke-tpu-accelerator` value.
+        topology: the `cloud.google.com/gke-tpu-topology` value.
+        chips_per_host: the pod's google.com/tpu, which picks the form of 2x4; None: the default.
+
+    Returns:
+        The matching `SliceShape`.
+
+    Raises:
+        CatalogError: an accelerator label or topology the catalog does not know."""
     gens = [g for g in GENERATIONS.values() if g.gke_accelerator == gke_accelerator]
     if gke_accelerator == "tpu-v5-lite-device":  # legacy single-host-only v5e label
         gens = [GENERATIONS["v5e"]]

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tpuray.config import StackConfig
 from tpuray.errors import TpurayError
+from tpuray.paths import DATA_DIR
 
-TABLE_FILE = Path(__file__).resolve().parent / "data" / "deploy_permissions.yaml"
+TABLE_FILE = DATA_DIR / "deploy_permissions.yaml"
 # Where a row's permissions are checked, and the resource input that names the place.
 SCOPE_INPUTS = {"bucket": "bucket", "billing account": "billingAccount", "service account": "serviceAccountId"}
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-DATA = Path(__file__).resolve().parent / "data" / "provider_force_new.yaml"
+from tpuray.paths import DATA_DIR
+
+DATA = DATA_DIR / "provider_force_new.yaml"
 _INDEX = re.compile(r"\[\d+\]")
 _YAML_LINE = re.compile(r" \(line \d+\)$")  # tpuray/diff.py's per-line changes of embedded YAML
 

@@ -25,12 +25,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 
 import yaml
 
 from tpuray import catalog
 from tpuray.config.schema import StackConfig
+from tpuray.paths import DATA_DIR
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def required_version(cfg: StackConfig) -> tuple[str, str]:
     return FLOORS[feature].version, feature
 
 
-CHANNEL_DEFAULTS = Path(__file__).resolve().parent / "data" / "gke_channel_defaults.yaml"
+CHANNEL_DEFAULTS = DATA_DIR / "gke_channel_defaults.yaml"
 
 
 @dataclass(frozen=True)

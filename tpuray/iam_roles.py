@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from tpuray.errors import TpurayError
+from tpuray.paths import DATA_DIR
 
-ROLES_FILE = Path(__file__).resolve().parent / "data" / "iam_roles.json"
+ROLES_FILE = DATA_DIR / "iam_roles.json"
 DATASET = "https://github.com/iann0036/iam-dataset"
 
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tpuray import capacity
+from tpuray.paths import DATA_DIR
 
-PRICES_FILE = Path(__file__).resolve().parent / "data" / "prices.yaml"
+PRICES_FILE = DATA_DIR / "prices.yaml"
 COMMITMENTS = ("1-year", "3-year")
 STALE_AFTER_DAYS = 90
 

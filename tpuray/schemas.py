@@ -29,7 +29,9 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
-SCHEMA_DIR = Path(__file__).resolve().parent / "data" / "schemas"
+from tpuray.paths import DATA_DIR
+
+SCHEMA_DIR = DATA_DIR / "schemas"
 
 
 @dataclass(frozen=True)

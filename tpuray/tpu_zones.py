@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import datetime as dt
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tpuray.config.schema import StackConfig
+from tpuray.paths import DATA_DIR
 
 NS = "tpuray"
-ZONES_FILE = Path(__file__).resolve().parent / "data" / "tpu_zones.yaml"
+ZONES_FILE = DATA_DIR / "tpu_zones.yaml"
 # Google adds TPU zones a few times a year; past this the snapshot's age is a warning.
 STALE_AFTER_DAYS = 180
 

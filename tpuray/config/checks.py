@@ -279,7 +279,17 @@ def _range_lines(cfg: StackConfig) -> list[str]:
 
 
 def parse_stack_config(raw: dict[str, Any], stack: str) -> StackConfig:
-    """Validate a raw `tpuray:` config mapping (keys without the namespace)."""
+    """Validate a raw `tpuray:` config mapping (public API).
+
+    Args:
+        raw: the `tpuray:` keys without their namespace, values as YAML or the engine gives them.
+        stack: the stack's name (dev, staging, prod or another; it picks the default environment).
+
+    Returns:
+        The validated `StackConfig`.
+
+    Raises:
+        ConfigError: one line per problem (the key, the bad value and what is allowed)."""
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
     if unknown:
         raise ConfigError(
@@ -302,5 +312,15 @@ def parse_stack_config(raw: dict[str, Any], stack: str) -> StackConfig:
 
 
 def load_stack(stack: str) -> StackConfig:
+    """Read and validate a stack (public API).
+
+    Args:
+        stack: a stack name of stacks/ ("dev") or the path of a Pulumi.<name>.yaml.
+
+    Returns:
+        The validated `StackConfig`.
+
+    Raises:
+        ConfigError: no such stack file, a file that is not a stack, or one line per problem."""
     name, path = resolve_stack_file(stack)
     return parse_stack_config(read_stack_file(path), name)

@@ -107,7 +107,14 @@ def train_args(cfg: StackConfig) -> contracts.TrainArgs:
 
 
 def desire(cfg: StackConfig) -> StackDesire:
-    """The stack's Ray objects, each built once (see the module docstring)."""
+    """The stack's desired Ray objects, each built once (public API; the module docstring says why).
+
+    Args:
+        cfg: a validated stack config (`tpuray.config.load_stack`).
+
+    Returns:
+        The `StackDesire`: the config, the workload images, the Hugging Face token version, the
+        bundle URI and the RayJob / RayService / RayCluster the stack declares, in that order."""
     workload_images = images.workload_images(cfg)
     token_version = llm_stack.hf_token_version(cfg)
     wl = cfg.workloads

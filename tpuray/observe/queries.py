@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import promql_parser
 import yaml
 
-METRICS_FILE = Path(__file__).resolve().parent.parent / "data" / "metrics.yaml"
+from tpuray.paths import DATA_DIR
+
+METRICS_FILE = DATA_DIR / "metrics.yaml"
 
 
 @cache

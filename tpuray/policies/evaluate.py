@@ -63,10 +63,23 @@ def check_manifests(
     conventions: bool = False,
     rules: Collection[str] | None = None,
 ) -> list[Violation]:
-    """The pack's Kubernetes rules on YAML files or folders, at `environment`'s enforcement levels,
-    each manifest under its profile (`manifest_level`; `conventions`: this project's rules at their
-    level on every manifest); only those named in `rules` when given (a test that asserts on some
-    rules runs only them)."""
+    """The check entry point (public API; `tpuray check` calls it): the pack's Kubernetes rules on
+    YAML files or folders.
+
+    Args:
+        paths: files or folders of YAML manifests (multi-document files too).
+        environment: dev, staging or prod: whose policies/policy-config.<environment>.json levels apply.
+        ray_version: the Ray version images must carry (`ray-version-pinned`).
+        allow_images: image patterns accepted on TPU workers besides the -tpu images.
+        conventions: this project's rules at their level on every manifest; by default they are
+            mandatory only on manifests tpuray rendered (`manifest_level`).
+        rules: only these rules when given (a test that asserts on some rules runs only them).
+
+    Returns:
+        Every violation found, with its enforcement level (an empty list: none).
+
+    Raises:
+        ManifestError: a path that cannot be read or a manifest that is not YAML."""
     targets = load(paths)
     off = {r.name for r in RULES if not r.kubernetes or (rules is not None and r.name not in rules)}
     overrides: dict[str, dict[str, object]] = {name: {"enforcementLevel": "disabled"} for name in off}
