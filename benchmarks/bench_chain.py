@@ -9,7 +9,7 @@ the new gang running (every rank of attempt 1 recorded its placement on the v5e 
 run's own placement files). The target is D + 30 s: the driver waits D on the empty step, then
 JaxTrainer must have the gang placed within 30 s.
 
-With --autoscale, the same from zero with Ray's own autoscaler (tpuray/emulator/autoscale.py):
+With --autoscale, the same from zero with Ray's own autoscaler (tpuray/local/emulator/autoscale.py):
 groups v5p 2x2x2 (tiers spot, on-demand) and v4 2x2x2 (on-demand) start with no replica, every
 trial starts from zero, and two faults are measured, each from the driver's start to every rank
 of attempt 1 placed:
@@ -50,7 +50,7 @@ from results import write_results  # noqa: E402  (benchmarks/ is the script's fo
 from ray_apps import data, slices, train  # noqa: E402
 from ray_apps.contracts import TRAIN_MODULE, TrainArgs  # noqa: E402
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
 V6E = catalog.lookup("v6e", "4x4")
 V5E = catalog.lookup("v5e", "4x4")
@@ -150,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def autoscaled(args: argparse.Namespace) -> int:
     from tpuray import capacity
-    from tpuray.emulator import TpuGroup
-    from tpuray.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
-    from tpuray.emulator.plan import Plan
+    from tpuray.local.emulator import TpuGroup
+    from tpuray.local.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
+    from tpuray.local.emulator.plan import Plan
 
     v5p, v4 = catalog.lookup("v5p", "2x2x2"), catalog.lookup("v4", "2x2x2")
     groups = (

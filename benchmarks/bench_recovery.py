@@ -36,7 +36,7 @@ from results import write_results  # noqa: E402  (benchmarks/ is the script's fo
 from ray_apps import checkpoints, data, model, train  # noqa: E402
 from ray_apps.contracts import TRAIN_MODULE, TrainArgs, last_result  # noqa: E402
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
 SHAPE = catalog.lookup("v6e", "4x4")
 SLICES = ["v6e-br-0", "v6e-br-1"]

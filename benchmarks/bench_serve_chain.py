@@ -37,7 +37,7 @@ from results import write_results  # noqa: E402  (benchmarks/ is the script's fo
 
 from ray_apps import features, model, slices  # noqa: E402
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
 V6E = catalog.lookup("v6e", "2x4")
 V5E = catalog.lookup("v5e", "2x4")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
 
 SHAPE = catalog.lookup("v6e", "4x4")
 SLICES = ["v6e-b-0", "v6e-b-1"]

@@ -9,7 +9,7 @@ token count (the number of content chunks when a server sends no usage). At each
 level, `concurrency` clients send `requests` requests in all; output tokens/s is the level's
 output tokens over its wall time. With --stack, each level's throughput per replica (the
 stack's serve replicas, or --replicas) is priced per capacity tier of the serve pool
-(tpuray/token_cost.py): the same figure as `tpuray cost STACK --tokens-per-second N`.
+(tpuray/cost/token_cost.py): the same figure as `tpuray cost STACK --tokens-per-second N`.
 The endpoint is the local emulated one by default; a real one on GKE with --url.
 """
 
@@ -108,9 +108,9 @@ def run_level(url: str, model: str, concurrency: int, requests: int, max_tokens:
 
 
 def price_levels(levels: list[dict[str, Any]], stack: str, replicas: int | None) -> None:
-    from tpuray.config import load_stack
-    from tpuray.llm_stack import max_replicas
-    from tpuray.token_cost import per_token_costs
+    from tpuray.config.checks import load_stack
+    from tpuray.cost.token_cost import per_token_costs
+    from tpuray.desired.llm_stack import max_replicas
 
     cfg = load_stack(stack)
     count = replicas or max_replicas(cfg)
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrency levels")
     p.add_argument("--requests", type=int, default=32, help="requests per level")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--stack", help="price the throughput on this stack's serve pool (tpuray/token_cost.py)")
+    p.add_argument("--stack", help="price the throughput on this stack's serve pool (tpuray/cost/token_cost.py)")
     p.add_argument("--replicas", type=int, help="replicas behind the endpoint (default: the stack's)")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)

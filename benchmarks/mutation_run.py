@@ -94,7 +94,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     # one group per rules module (policy_selection below picks its tests): see POLICY_TESTS
     **{f"policies-{m.removeprefix('rules_')}": ([f"tpuray/policies/{m}.py"], []) for m in RULES_MODULES},
     "slices": (["ray_apps/slices.py"], ["tests/test_slices_choice.py", "tests/test_slices_reserve_timing.py"]),
-    "diff": (["tpuray/diff.py"], ["tests/test_diff_units.py", "tests/test_exit_codes.py"]),
+    "diff": (["tpuray/preview/diff.py"], ["tests/test_diff_units.py", "tests/test_exit_codes.py"]),
     "cli": (
         ["tpuray/cli.py", "tpuray/errors.py", "tpuray/commands/check.py", "tpuray/commands/preview.py"],
         [

@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Measured on one machine with {machine.get('cpus', os.cpu_count())} CPU cores, no TPU and no GPU "
         f"(Python {machine.get('python', platform.python_version())}, Ray {machine.get('ray', '?')}): TPU hosts are "
-        "emulated raylets on 127.0.0.1 (`tpuray.emulator`), JAX runs on CPU. Absolute times are those of a "
+        "emulated raylets on 127.0.0.1 (`tpuray.local.emulator`), JAX runs on CPU. Absolute times are those of a "
         "small, shared machine; the comparisons inside each table were measured side by side in one run.",
         "",
         "Regenerate: run the scripts in `benchmarks/` (each writes JSON under /tmp and prints it), then "

@@ -14,8 +14,9 @@ from infra.components.hardening import binary_authorization_policy
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
-from tpuray import gke_versions, terraform
-from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, parse_stack_config
+from tpuray.checks import gke_versions
+from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, terraform
+from tpuray.config.checks import parse_stack_config
 from tpuray.desired.state import desire
 
 

@@ -1,5 +1,5 @@
 """The jobs' contract with the platform, in one place and stdlib-only: infra/ renders it into
-the RayJob and RayService, tpuray.localrun reads it back, ray_apps.train parses it.
+the RayJob and RayService, tpuray.local.localrun reads it back, ray_apps.train parses it.
 
 - `TrainArgs`: every `python -m ray_apps.train` flag, its type and default (the stack config's
   `tpuray:workloads.train` defaults come from here too), `to_argv()` and `parse_train_args()`;

@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 from tests import leftovers  # noqa: E402
 from tests.ordering import pytest_collection_modifyitems  # noqa: E402, F401 (the longest modules first)
-from tpuray.mockrun import StackRun, run_stack  # noqa: E402
+from tpuray.preview.mockrun import StackRun, run_stack  # noqa: E402
 
 STACKS = ("dev", "staging", "prod")
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 if TYPE_CHECKING:
-    from tpuray.mockrun import StackRun
+    from tpuray.preview.mockrun import StackRun
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -64,7 +64,7 @@ def preview_json(run: StackRun) -> str:
 
 def rendered_objects(run: StackRun) -> str:
     """Every file `tpuray render STACK` writes, in file-name order, each under a `# file:` line."""
-    from tpuray.render import file_name, manifests
+    from tpuray.preview.render import file_name, manifests
 
     parts = []
     for manifest in manifests(run):
@@ -81,7 +81,7 @@ def preview_text(run: StackRun) -> str:
 
     from tpuray import terminal
     from tpuray.commands.preview import print_delivery, print_table, print_violations
-    from tpuray.cost import cost_table, stack_cost
+    from tpuray.cost.table import cost_table, stack_cost
     from tpuray.policies.evaluate import check_stack as policy_violations
 
     out = io.StringIO()
@@ -94,7 +94,7 @@ def preview_text(run: StackRun) -> str:
 
 
 def renders(stack: str) -> dict[str, str]:
-    from tpuray.mockrun import run_stack
+    from tpuray.preview.mockrun import run_stack
 
     run = run_stack(stack)
     return {"preview.json": preview_json(run), "preview.txt": preview_text(run), "rendered.yaml": rendered_objects(run)}

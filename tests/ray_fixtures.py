@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ray_apps.runtime import use_loopback_only
-from tpuray.emulator import EmulatedCluster, Plan
+from tpuray.local.emulator import EmulatedCluster, Plan
 
 
 def free_port() -> int:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, stacks_dir
+from tpuray.config import ConfigError, read_stack_file, stacks_dir
+from tpuray.config.checks import parse_stack_config
 
 STACKS = {name: read_stack_file(stacks_dir() / f"Pulumi.{name}.yaml") for name in ("dev", "staging", "prod")}
 Edit = Callable[[dict[str, Any]], Any]

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from tests.conftest import mocked
-from tpuray import gke_versions
+from tpuray.checks import gke_versions
 from tpuray.config import ConfigError, stacks_dir
-from tpuray.mockrun import StackRun, run_stack
+from tpuray.preview.mockrun import StackRun, run_stack
 
 CLUSTER = "gcp:container/cluster:Cluster"
 ROUTER = "gcp:compute/router:Router"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import mocked
 from tpuray import capacity
-from tpuray.emulator.autoscale import (
+from tpuray.local.emulator.autoscale import (
     HEAD_NODE_TYPE,
     PROVIDER_MODULE,
     autoscale_for,

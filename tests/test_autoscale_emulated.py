@@ -1,7 +1,7 @@
 """Scale-from-zero and capacity faults with Ray's own autoscaler (docs/capacity.md, section 4).
 
 One autoscaled emulated cluster for the module: a head whose monitor runs Ray's autoscaler
-against tpuray's slice provider (tpuray/emulator/autoscale.py), and two TPU worker groups that
+against tpuray's slice provider (tpuray/local/emulator/autoscale.py), and two TPU worker groups that
 start with no replica, as the rendered groups of a stack with a cross-generation fallback:
 - train-v5p-16: v5p 2x2x2 (2 hosts x 4 chips), ComputeClass tiers spot then on-demand;
 - train-v4-16: v4 2x2x2 (2 hosts x 4 chips), on-demand: the chain's fallback shape.
@@ -26,9 +26,9 @@ from ray_apps import checkpoints, data, model, slices, train
 from tests.drivers import REPO, driver_env, result_of, run_driver, train_argv, wait_for
 from tests.ray_fixtures import connected_emulator
 from tpuray import capacity, catalog
-from tpuray.emulator import EmulatedCluster, TpuGroup
-from tpuray.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
-from tpuray.emulator.plan import Plan
+from tpuray.local.emulator import EmulatedCluster, TpuGroup
+from tpuray.local.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
+from tpuray.local.emulator.plan import Plan
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,8 @@ from tests.foundation_model import (
     instances,
     resources,
 )
-from tpuray import iam_roles
-from tpuray.config import load_stack
+from tpuray.checks import iam_roles
+from tpuray.config.checks import load_stack
 
 BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
 

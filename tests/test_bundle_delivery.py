@@ -19,8 +19,9 @@ import psutil
 import pytest
 import yaml
 
-from tpuray import bundle, emulator
+from tpuray import bundle
 from tpuray.config import stacks_dir
+from tpuray.local import emulator
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -69,7 +70,7 @@ def test_the_job_reports_the_bundle_it_was_built_as(env, stack):
     code = last_json(train.stdout)["code"]
     assert code["sources_sha256"] == built.sources_sha256
     # Ray downloaded gs://acme-ml-dev-bundles/ray-apps/<name> and unpacked it in the runtime resources of
-    # the node the driver runs on (the head), a folder of its own (tpuray.emulator.RUNTIME_ENV_DIR).
+    # the node the driver runs on (the head), a folder of its own (tpuray.local.emulator.RUNTIME_ENV_DIR).
     assert "/runtime_resources/head/working_dir_files/gs_" in code["imported_from"]
     assert not code["imported_from"].startswith(str(REPO))
     assert f"gs://acme-ml-dev-bundles/ray-apps/{built.name}" in train.stdout  # the URI Ray fetched, as rendered

@@ -25,7 +25,7 @@ def test_the_table_reads_a_rendered_node_config_back_to_its_tier() -> None:
 
 
 def test_every_tier_feature_has_a_gke_version_floor() -> None:
-    from tpuray import gke_versions
+    from tpuray.checks import gke_versions
 
     features = {t.gke_feature for t in capacity.TIERS if t.gke_feature}
     assert features == {"flex-start for TPUs"} and features <= set(gke_versions.FLOORS)

@@ -18,7 +18,8 @@ from infra.components.capacity_chain import compute_class_spec
 from tests.conftest import REPO
 from tpuray import capacity
 from tpuray.capacity import FLEX_START, ON_DEMAND, RESERVATION, SPOT
-from tpuray.config import SlicePoolConfig, parse_stack_config, read_stack_file
+from tpuray.config import SlicePoolConfig, read_stack_file
+from tpuray.config.checks import parse_stack_config
 
 V6E_4X4 = {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}, "machineType": "ct6e-standard-4t"}
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tpuray import catalog, gke_versions
+from tpuray import catalog
 from tpuray.catalog import Generation, Placement
+from tpuray.checks import gke_versions
 from tpuray.config import stacks_dir
-from tpuray.mockrun import StackRun, run_stack
+from tpuray.preview.mockrun import StackRun, run_stack
 
 # A future 3-D generation placed, like TPU7x, by a workload policy.
 V8X = Generation(

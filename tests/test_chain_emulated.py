@@ -29,7 +29,7 @@ from tests import drivers
 from tests.drivers import train_argv
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 
@@ -158,7 +158,7 @@ def test_a_serve_replica_without_room_on_the_primary_shape_runs_on_the_fallback_
 
     from ray_apps import serve as serve_app
     from tests.ray_fixtures import free_port
-    from tpuray.emulator import status_data
+    from tpuray.local.emulator import status_data
 
     @ray.remote
     class Filler:

@@ -12,9 +12,9 @@ from conftest import STACKS, mocked
 
 from tpuray.cli import main
 from tpuray.config import stacks_dir
-from tpuray.mockrun import run_stack
 from tpuray.policies import RULES
 from tpuray.policies.evaluate import check_manifests as check
+from tpuray.preview.mockrun import run_stack
 from tpuray.shared import shared_path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"

@@ -35,7 +35,7 @@ import yaml
 
 from tests.conftest import REPO
 from tests.foundation_model import DEPLOY, ENVS, PREVIEW, foundation, grants, instances
-from tpuray import iam_roles
+from tpuray.checks import iam_roles
 
 WORKFLOWS = REPO / ".github" / "workflows"
 STACKS = REPO / "stacks"

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from tpuray.cli import main
-from tpuray.config import ConfigError, load_stack, parse_stack_config, read_stack_file, stacks_dir
+from tpuray.config import ConfigError, read_stack_file, stacks_dir
+from tpuray.config.checks import load_stack, parse_stack_config
 
 DEV = yaml.safe_load((stacks_dir() / "Pulumi.dev.yaml").read_text())
 
@@ -149,7 +150,7 @@ def test_pulumi_program_turns_bad_config_into_a_run_error_before_declaring_anyth
     raw = read_stack_file(write_stack(tmp_path, lambda c: pool(c).update(generation="v6")))
     with pytest.raises(ConfigError):
         parse_stack_config(raw, "bad")
-    from tpuray import mockrun
+    from tpuray.preview import mockrun
 
     run = mockrun.StackRun(stack="bad", config=load_stack("dev"))
     mocks = mockrun._RecordingMocks("acme", run)

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, resolve_stack_file, stacks_dir
+from tpuray.config import ConfigError, read_stack_file, resolve_stack_file, stacks_dir
+from tpuray.config.checks import parse_stack_config
 
 DEV = read_stack_file(stacks_dir() / "Pulumi.dev.yaml")
 Edit = Callable[[dict[str, Any]], Any]

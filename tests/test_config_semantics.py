@@ -13,7 +13,6 @@ import pytest
 from tests.test_config_checks import DEV, pool, rename
 from tpuray.config import (
     ConfigError,
-    parse_stack_config,
     pulumi_config_map,
     read_stack_file,
     resolve_stack_file,
@@ -21,6 +20,7 @@ from tpuray.config import (
     stack_name,
     stack_names,
 )
+from tpuray.config.checks import parse_stack_config
 
 V6E_TOPOLOGIES = "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from ray_apps import contracts
 from ray_apps.train import parse_args
 from tests.conftest import mocked
-from tpuray import localrun
 from tpuray.config import HungGangConfig, TrainWorkload
+from tpuray.local import localrun
 
 CONTRACTS = Path(contracts.__file__)
 

@@ -18,10 +18,10 @@ import yaml
 from conftest import STACKS, mocked
 
 from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
+from tpuray.checks.schemas import SCHEMA_DIR
 from tpuray.config import stacks_dir
-from tpuray.mockrun import run_stack
-from tpuray.render import manifests
-from tpuray.schemas import SCHEMA_DIR
+from tpuray.preview.mockrun import run_stack
+from tpuray.preview.render import manifests
 from tpuray.shared import shared_path
 
 # Slow too: starting the control plane takes tens of seconds, so `make test-fast` leaves it out.

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from tpuray import cost, pricebook
 from tpuray.cli import main
-from tpuray.config import ConfigError, load_stack, parse_stack_config, read_stack_file, resolve_stack_file
+from tpuray.config import ConfigError, read_stack_file, resolve_stack_file
+from tpuray.config.checks import load_stack, parse_stack_config
+from tpuray.cost import pricebook
+from tpuray.cost import table as cost
 
 
 def _raw(stack: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tpuray.schemas import SCHEMA_DIR, crds, schema_files, type_tokens
+from tpuray.checks.schemas import SCHEMA_DIR, crds, schema_files, type_tokens
 from tpuray.shared import shared_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def test_a_built_package_carries_every_crd_schema(tmp_path: Path) -> None:
     )
     for path in [*schema_files(), *SCHEMA_DIR.glob("*/PROVENANCE.md")]:
         assert (build / "tpuray" / path.relative_to(REPO / "tpuray")).is_file(), path
-    probe = "import json, tpuray.schemas as s; print(json.dumps([s.__file__, sorted(k for _, k in s.crds())]))"
+    probe = "import json, tpuray.checks.schemas as s; print(json.dumps([s.__file__, sorted(k for _, k in s.crds())]))"
     env = {**os.environ, "PYTHONPATH": str(build)}
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True, capture_output=True, text=True
@@ -111,7 +111,7 @@ def test_check_evaluates_the_crd_cel_rules_with_an_empty_shared_folder(tmp_path:
 
 
 def test_a_dropped_in_multi_document_file_is_indexed_by_group_and_kind(tmp_path: Path, monkeypatch) -> None:
-    from tpuray import schemas
+    from tpuray.checks import schemas
 
     folder = tmp_path / "schemas" / "example"
     folder.mkdir(parents=True)
@@ -136,7 +136,7 @@ def test_a_dropped_in_multi_document_file_is_indexed_by_group_and_kind(tmp_path:
 
 
 def test_a_cached_parse_is_read_back_instead_of_parsing_again(tmp_path: Path, monkeypatch) -> None:
-    from tpuray import schemas
+    from tpuray.checks import schemas
 
     path = tmp_path / "one.yaml"
     path.write_text("kind: CustomResourceDefinition\nspec: {}\n")

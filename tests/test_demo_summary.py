@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tpuray import catalog
-from tpuray.demo_summary import DemoResult, summary_markdown, write_outputs
-from tpuray.emulator import SliceSpec
+from tpuray.local.demo_summary import DemoResult, summary_markdown, write_outputs
+from tpuray.local.emulator import SliceSpec
 
 V6E_4X4 = catalog.find("v6e", "4x4", 4)
 V6E_1X1 = catalog.find("v6e", "1x1", 1)

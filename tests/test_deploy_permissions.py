@@ -27,10 +27,10 @@ import yaml
 
 from tests.conftest import REPO, mocked
 from tests.foundation_model import ENVS, MODULES, Grant, blocks, deploy_grants, enabled_services, foundation
-from tpuray import deploy_permissions, iam_roles
-from tpuray.config import load_stack
-from tpuray.deploy_permissions import Need, UnlistedType
-from tpuray.iam_roles import UnknownRole
+from tpuray.checks import deploy_permissions, iam_roles
+from tpuray.checks.deploy_permissions import Need, UnlistedType
+from tpuray.checks.iam_roles import UnknownRole
+from tpuray.config.checks import load_stack
 
 PROJECT_IAM = "gcp:projects/iAMMember:IAMMember"
 
@@ -197,7 +197,7 @@ def test_the_role_definitions_name_their_source_commit_and_dates() -> None:
         "commit": "2073fa52ac008a45477aa0b1b4580cd99135bf60",
         "commit_date": "2026-08-22",
         "retrieved": "2026-12-02",
-        "refresh": "python -m tpuray.iam_roles PATH_TO_IAM_DATASET [--add ROLE] (tpuray/iam_roles.py)",
+        "refresh": "python -m tpuray.checks.iam_roles PATH_TO_IAM_DATASET [--add ROLE] (tpuray/checks/iam_roles.py)",
     }
 
 
@@ -211,7 +211,7 @@ def test_a_role_outside_the_stored_slice_is_refused_naming_the_refresh() -> None
     with pytest.raises(UnknownRole) as err:
         iam_roles.permissions("roles/pubsub.editor")
     assert err.value.args[0] == (
-        "roles/pubsub.editor is not in iam_roles.json; add it: python -m tpuray.iam_roles DATASET --add roles/pubsub.editor"
+        "roles/pubsub.editor is not in iam_roles.json; add it: python -m tpuray.checks.iam_roles DATASET --add roles/pubsub.editor"
     )
 
 

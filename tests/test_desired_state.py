@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 
 from tests.conftest import mocked
-from tpuray import images, llm_stack
-from tpuray.config import load_stack
-from tpuray.desired import state
+from tpuray import images
+from tpuray.config.checks import load_stack
+from tpuray.desired import llm_stack, state
 from tpuray.desired.state import desire
-from tpuray.mockrun import run_stack
+from tpuray.preview.mockrun import run_stack
 
 
 def test_prod_desires_a_train_job_and_a_service_named_after_the_cluster() -> None:

@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import REPO
 from tpuray.cli import main
-from tpuray.diff import DiffError, Report, StackDiff, field_changes, resolve_ref, run_diff
+from tpuray.preview.diff import DiffError, Report, StackDiff, field_changes, resolve_ref, run_diff
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tpuray import diff
-from tpuray.diff import ABSENT, CostDiff, FieldChange, Report, ResourceChange, Side, StackDiff
+from tpuray.preview import diff
+from tpuray.preview.diff import ABSENT, CostDiff, FieldChange, Report, ResourceChange, Side, StackDiff
 
 POOL = "gcp:container/nodePool:NodePool"
 RAYJOB = "kubernetes:ray.io/v1:RayJob"

@@ -14,8 +14,9 @@ import psutil
 import pytest
 
 from tests.conftest import mocked
-from tpuray import doctor, emulator, localrun
+from tpuray import doctor
 from tpuray.cli import main
+from tpuray.local import emulator, localrun
 
 GIB = 2**30
 

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from tests.conftest import mocked
-from tpuray import catalog, emulator
+from tpuray import catalog
+from tpuray.local import emulator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,7 +37,7 @@ def test_plan_emulates_each_shape_group_on_every_tier_gke_may_walk_for_it() -> N
 
 def test_plan_reads_the_tiers_of_a_groups_shape_from_its_compute_class() -> None:
     # prod's training class: v6e 4x4 reservation, spot, on-demand, then v5e 4x4 on-demand.
-    groups = {g.name: [t.key for t in g.tiers] for g in emulator.tpu_groups(mocked("prod"))}
+    groups = {g.name: [t.key for t in g.tiers] for g in emulator.emulated_groups(mocked("prod"))}
     assert groups["train-v6e-16"] == ["reservation", "spot", "on-demand"]
     assert groups["train-v5litepod-16"] == ["on-demand"]
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for
 
 
 @pytest.mark.slow

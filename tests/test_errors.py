@@ -11,7 +11,7 @@ import pytest
 from tpuray import errors
 from tpuray.catalog import CatalogError
 from tpuray.cli import main
-from tpuray.terraform import TerraformStateError
+from tpuray.config.terraform import TerraformStateError
 
 TPURAY = Path(errors.__file__).parent
 
@@ -46,8 +46,8 @@ def test_a_config_error_prints_one_line_per_problem(capsys: pytest.CaptureFixtur
 def test_no_library_module_imports_the_cli() -> None:
     importers = []
     for path in sorted(TPURAY.rglob("*.py")):
-        # Entry points; preview_fork.py's forked child runs a whole (other) tree's CLI.
-        if path.name in ("cli.py", "__main__.py", "preview_fork.py"):
+        # Entry points; preview/fork.py's forked child runs a whole (other) tree's CLI.
+        if path.name in ("cli.py", "__main__.py") or path.relative_to(TPURAY).as_posix() == "preview/fork.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "tpuray.cli":

@@ -14,7 +14,7 @@ import yaml
 from tpuray.cli import main
 from tpuray.commands import diff as diff_command
 from tpuray.config import stacks_dir
-from tpuray.diff import CostDiff, Report, Side, StackDiff
+from tpuray.preview.diff import CostDiff, Report, Side, StackDiff
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"
 

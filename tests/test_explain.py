@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import mocked
 
 from tpuray.cli import main
-from tpuray.explain import ignored
+from tpuray.preview.explain import ignored
 
 
 def test_prod_explain_names_pod_security_network_policies_gateway_and_cluster_settings() -> None:

@@ -28,7 +28,7 @@ from ray_apps import checkpoints, data, model, serve, slices, train
 from tests.drivers import REPO, driver_env, result_of, train_argv, wait_for
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, STACKS, mocked
-from tpuray import force_new
-from tpuray.diff import field_changes, flatten
-from tpuray.mockrun import StackRun, run_stack
+from tpuray.preview import force_new
+from tpuray.preview.diff import field_changes, flatten
+from tpuray.preview.mockrun import StackRun, run_stack
 
 Config = dict[str, Any]
 

@@ -24,9 +24,10 @@ import yaml
 
 from infra.components.cluster import NODE_ROLES
 from tests.conftest import REPO
-from tpuray.config import TerraformOutputs, load_stack
-from tpuray.mockrun import run_stack
+from tpuray.config import TerraformOutputs
+from tpuray.config.checks import load_stack
 from tpuray.policies.evaluate import check_stack as policy_violations
+from tpuray.preview.mockrun import run_stack
 
 TF = REPO / "terraform"
 MODULE = TF / "modules" / "foundation"

@@ -33,8 +33,9 @@ import yaml
 
 from tests.conftest import REPO, mocked
 from tests.foundation_model import ENVS, Foundation, foundation
-from tpuray.config import NAMESPACE, StackConfig, parse_stack_config, read_stack_file
-from tpuray.security_config import INTERNAL_GATEWAY
+from tpuray.config import NAMESPACE, StackConfig, read_stack_file
+from tpuray.config.checks import parse_stack_config
+from tpuray.config.security import INTERNAL_GATEWAY
 
 STACKS = REPO / "stacks"
 NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
@@ -156,7 +157,7 @@ def test_every_service_account_a_stack_runs_as_is_one_its_foundation_creates(env
 
 @pytest.mark.parametrize("env", ENVS)
 def test_each_stack_names_its_foundations_vpc_ranges_for_the_admin_network_check(env: str) -> None:
-    # tpuray/gcp_ranges.py refuses an adminCidrs or masterAuthorizedNetworks entry that overlaps these.
+    # tpuray/checks/gcp_ranges.py refuses an adminCidrs or masterAuthorizedNetworks entry that overlaps these.
     cfg = parse_stack_config(read_stack_file(STACKS / f"Pulumi.{env}.yaml"), env)
     assert tuple(cfg.cluster.vpc_ranges) == foundation(env).vpc_ranges
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from conftest import mocked
 
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, resolve_stack_file
-from tpuray.render import manifests
-from tpuray.schemas import SCHEMA_DIR, schema_errors
+from tpuray.checks.schemas import SCHEMA_DIR, schema_errors
+from tpuray.config import ConfigError, read_stack_file, resolve_stack_file
+from tpuray.config.checks import parse_stack_config
+from tpuray.preview.render import manifests
 
 
 def objects(stack: str, kind: str) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.stack_edits import STACKS, errors
-from tpuray import gcp_names
-from tpuray.config import parse_stack_config
+from tpuray.checks import gcp_names
+from tpuray.config.checks import parse_stack_config
 
 
 def train(c: dict[str, Any]) -> dict[str, Any]:

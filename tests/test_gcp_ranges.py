@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.stack_edits import STACKS, errors
-from tpuray import gcp_ranges
-from tpuray.config import parse_stack_config
+from tpuray.checks import gcp_ranges
+from tpuray.config.checks import parse_stack_config
 
 
 def gateway(c: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from tests.conftest import mocked
-from tpuray.config import ConfigError, load_stack, stacks_dir
-from tpuray.gcp_rules import SERVICE_ACCOUNT_ID, service_account_id
+from tpuray.checks.gcp_rules import SERVICE_ACCOUNT_ID, service_account_id
+from tpuray.config import ConfigError, stacks_dir
+from tpuray.config.checks import load_stack
 
 DEV = yaml.safe_load((stacks_dir() / "Pulumi.dev.yaml").read_text())
 

@@ -17,8 +17,8 @@ import pytest
 from ray_apps import checkpoints, data
 from ray_apps.contracts import STORAGE_EMULATOR_ENV
 from ray_apps.model import META_FILE, PARAMS_FILE
-from tpuray import storage_emulator
-from tpuray.emulator import kill_processes
+from tpuray.local import storage_emulator
+from tpuray.local.emulator import kill_processes
 
 
 def _free_port() -> int:

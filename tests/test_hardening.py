@@ -12,9 +12,10 @@ from conftest import mocked
 
 from tpuray.cli import main
 from tpuray.commands.preview import key_inputs
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file, resolve_stack_file, stacks_dir
-from tpuray.mockrun import run_stack
+from tpuray.config import ConfigError, read_stack_file, resolve_stack_file, stacks_dir
+from tpuray.config.checks import parse_stack_config
 from tpuray.policies.evaluate import check_stack as policy_violations
+from tpuray.preview.mockrun import run_stack
 
 CLUSTER = "gcp:container/cluster:Cluster"
 DIGEST_IMAGE = "rayproject/ray:2.60.0-py312-tpu@sha256:" + "ab" * 32

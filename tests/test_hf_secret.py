@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from tests.conftest import mocked
+from tpuray.checks.pss import restricted_violations
+from tpuray.checks.schemas import schema_errors
+from tpuray.checks.strict import check_inputs
 from tpuray.commands.preview import key_inputs
 from tpuray.config import stacks_dir
-from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.evaluate import check_stack as policy_violations
-from tpuray.pss import restricted_violations
-from tpuray.render import file_name
-from tpuray.schemas import schema_errors
-from tpuray.strict import check_inputs
+from tpuray.preview.mockrun import MockedResource, StackRun, run_stack
+from tpuray.preview.render import file_name
 
 CLUSTER = "gcp:container/cluster:Cluster"
 SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"

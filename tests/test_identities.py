@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import STACKS, mocked
 from tpuray import labels
-from tpuray.mockrun import StackRun
-from tpuray.render import manifests
+from tpuray.preview.mockrun import StackRun
+from tpuray.preview.render import manifests
 
 WI_BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
 BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -157,7 +157,7 @@ def test_a_serve_only_stack_declares_no_training_identity(tmp_path) -> None:
     import yaml
 
     from tpuray.config import stacks_dir
-    from tpuray.mockrun import run_stack
+    from tpuray.preview.mockrun import run_stack
 
     doc = yaml.safe_load((stacks_dir() / "Pulumi.prod.yaml").read_text())
     doc["config"]["tpuray:workloads"].pop("train")

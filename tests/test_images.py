@@ -15,9 +15,10 @@ import yaml
 
 from tests.conftest import REPO, mocked
 from tpuray import images, labels
-from tpuray.config import ConfigError, load_stack, stacks_dir
-from tpuray.mockrun import run_stack
+from tpuray.config import ConfigError, stacks_dir
+from tpuray.config.checks import load_stack
 from tpuray.policies.evaluate import check_manifests as check
+from tpuray.preview.mockrun import run_stack
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 DIGEST = "sha256:" + "3f" * 32

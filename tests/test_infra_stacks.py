@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests import facts
 from tpuray import capacity
-from tpuray.mockrun import StackRun
+from tpuray.preview.mockrun import StackRun
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -181,7 +181,7 @@ def test_tpu7x_multi_host_pool_is_placed_by_a_workload_policy_not_tpu_topology(t
     import yaml
 
     from tpuray.config import stacks_dir
-    from tpuray.mockrun import run_stack
+    from tpuray.preview.mockrun import run_stack
 
     doc = yaml.safe_load((stacks_dir() / "Pulumi.dev.yaml").read_text())
     doc = copy.deepcopy(doc)

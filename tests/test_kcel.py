@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tpuray.kcel import BUILTIN_MACROS, EXTENSIONS, all_rules, escape, function_names, program, rule_failures
+from tpuray.checks.kcel import BUILTIN_MACROS, EXTENSIONS, all_rules, escape, function_names, program, rule_failures
+from tpuray.checks.schemas import schema_errors
 from tpuray.policies.core import UNKNOWN
 from tpuray.policies.evaluate import check_manifests as check
-from tpuray.schemas import schema_errors
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "policies"
 GOOD_CC: dict[str, Any] = yaml.safe_load((FIXTURES / "good" / "computeclass.yaml").read_text())
@@ -203,7 +203,7 @@ def test_a_rule_on_a_map_sees_its_keys_unescaped() -> None:
 
 
 def test_a_null_value_is_not_judged_by_its_rules() -> None:
-    from tpuray.kcel import _check
+    from tpuray.checks.kcel import _check
 
     schema = {"type": "string", "nullable": True, "x-kubernetes-validations": [{"rule": "self == 'x'"}]}
     assert list(_check(None, schema, "spec.field")) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuray import kuberay_versions
+from tpuray.checks import kuberay_versions
 from tpuray.policies import RULES_BY_NAME
 from tpuray.policies.core import Resource
 
@@ -119,7 +119,7 @@ def test_versions_parse_with_or_without_a_leading_v_and_refuse_anything_else() -
 
 def test_the_floors_agree_with_the_packaged_v1_7_0_crds() -> None:
     """Every field with a floor exists in the CRDs tpuray validates against (KubeRay v1.7.0)."""
-    from tpuray import schemas
+    from tpuray.checks import schemas
 
     for floor in kuberay_versions.FIELD_FLOORS:
         for kind in floor.kinds:
@@ -135,7 +135,7 @@ def test_the_floors_agree_with_the_packaged_v1_7_0_crds() -> None:
 
 
 def test_every_gke_floor_was_read_in_the_source_it_cites() -> None:
-    from tpuray import gke_versions
+    from tpuray.checks import gke_versions
 
     assert {name: floor.verified for name, floor in gke_versions.FLOORS.items()} == {
         "Ray operator add-on": True,

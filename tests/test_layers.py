@@ -16,7 +16,7 @@ FLOOR |= {"ray_apps", "ray_apps.contracts"}
 # layer prefix -> the prefixes it must never import. The config models sit below the desired
 # state; tpuray.config.checks (parse_stack_config: every check, the desired state's derived-fact
 # checks included) sits above both.
-_READERS = ("infra", "tpuray.policies", "tpuray.preview", "tpuray.local", "tpuray.cost", "tpuray.commands")
+_READERS = ("infra", "tpuray.policies", "tpuray.preview", "tpuray.local", "tpuray.cost.table", "tpuray.commands")
 FORBIDDEN = {
     **{
         f"tpuray.config.{model}": ("tpuray.desired", "tpuray.config.checks", *_READERS)
@@ -55,6 +55,12 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
+def _with_packages(module: str) -> list[str]:
+    """Importing a.b.c runs a/__init__.py and a/b/__init__.py first: an edge to each of them too."""
+    parts = module.split(".")
+    return [p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in MODULES]
+
+
 def imports_of(module: str) -> Iterator[str]:
     """The project modules `module` imports, anywhere in its body but under TYPE_CHECKING."""
     path = MODULES[module]
@@ -76,8 +82,9 @@ def imports_of(module: str) -> Iterator[str]:
             continue
         for target in targets:
             resolved = _resolve(target)
-            if resolved and resolved != module and not module.startswith(resolved + "."):
-                yield resolved
+            for imported in _with_packages(resolved) if resolved else []:
+                if imported != module and not module.startswith(imported + "."):
+                    yield imported
 
 
 def _graph() -> dict[str, set[str]]:
@@ -152,6 +159,10 @@ def test_no_layer_imports_a_layer_above_it() -> None:
         if module == layer or module.startswith(layer + ".")
     }
     assert {m: t for m, t in above.items() if t} == {}
+
+
+def test_importing_a_submodule_imports_its_packages_first() -> None:
+    assert "tpuray.config" in _graph()["tpuray.checks.gcp_names"]
 
 
 def test_a_circle_is_found_when_two_modules_import_each_other() -> None:

@@ -22,12 +22,12 @@ import pytest
 import yaml
 from rich.console import Console
 
-from tpuray import emulator, localrun
 from tpuray.config import stacks_dir
 from tpuray.errors import UserError
 from tpuray.labels import RAY_TPU_SLICE_NAME as SLICE
-from tpuray.llm_emulator import rewrite
-from tpuray.mockrun import run_stack
+from tpuray.local import emulator, localrun
+from tpuray.local.llm_emulator import rewrite
+from tpuray.preview.mockrun import run_stack
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,7 @@ def test_the_rendered_llm_config_builds_rays_openai_app_with_the_stand_in_and_a_
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
         "bundles": False,
         "replicas": 2,
-        "engine": "tpuray.llm_emulator.standin:StandInEngine",
+        "engine": "tpuray.local.llm_emulator.standin:StandInEngine",
     }
 
 

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tpuray import hf_token, llm_stack
-from tpuray.config import ConfigError, StackConfig, parse_stack_config, stacks_dir
+from tpuray.checks import hf_token
+from tpuray.config import ConfigError, StackConfig, stacks_dir
+from tpuray.config.checks import parse_stack_config
+from tpuray.desired import llm_stack
 
 PROD = {
     k.removeprefix("tpuray:"): v

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tests.ray_fixtures import free_port
-from tpuray import emulator
 from tpuray.config import stacks_dir
+from tpuray.local import emulator
 
 REPO = Path(__file__).resolve().parent.parent
 

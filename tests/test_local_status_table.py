@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from tpuray.commands.local import slice_table
-from tpuray.emulator.status import serve_replicas_per_node
+from tpuray.local.emulator.status import serve_replicas_per_node
 
 SLICE = {
     "slice": "train-spot-0",

@@ -1,4 +1,4 @@
-"""tpuray.localmetrics: a real Prometheus (Debian package) scraping the targets Ray's
+"""tpuray.local.localmetrics: a real Prometheus (Debian package) scraping the targets Ray's
 service-discovery file lists, with the stack's scope labels and alert rules, stopped by PID.
 
 The target here is a stand-in HTTP server serving the exposition text a Ray node serves;
@@ -21,8 +21,8 @@ import psutil
 import pytest
 import yaml
 
-from tpuray import localmetrics
-from tpuray.config import load_stack
+from tpuray.config.checks import load_stack
+from tpuray.local import localmetrics
 from tpuray.observe import rules
 
 LABELS = 'run="r1",rank="1",slice="tpu-v6e-dev-0",worker_id="1"'

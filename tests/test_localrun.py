@@ -8,7 +8,7 @@ import yaml
 
 from tests.conftest import mocked
 from tpuray import catalog
-from tpuray.localrun import gs_uris, job_for_emulator, rendered, serve_config_for_emulator
+from tpuray.local.localrun import gs_uris, job_for_emulator, rendered, serve_config_for_emulator
 
 
 def argv_of(entrypoint: str) -> dict[str, str]:

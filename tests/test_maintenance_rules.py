@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.stack_edits import STACKS, errors
-from tpuray import maintenance_rules
-from tpuray.config import parse_stack_config
+from tpuray.checks import maintenance_rules
+from tpuray.config.checks import parse_stack_config
 
 AVAILABILITY = (
     "GKE needs at least 48 hours of maintenance availability in every rolling 32-day window, counting "

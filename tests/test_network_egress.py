@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import STACKS, mocked
 from tests.netpol import Pod, admits, egress_admits
 from tpuray import labels
-from tpuray.render import manifests
+from tpuray.preview.render import manifests
 
 NAMESPACE = "ray"
 KUBE_DNS = Pod({"k8s-app": "kube-dns"}, "kube-system")

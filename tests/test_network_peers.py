@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import STACKS, mocked
 from tests.netpol import ALL_PORTS, Pod, admits, admitted_ranges
 from tpuray import labels
-from tpuray.render import manifests
+from tpuray.preview.render import manifests
 
 UPSTREAM = json.loads((Path(__file__).parent / "fixtures" / "upstream-ports.json").read_text())
 NAMESPACE = "ray"

@@ -22,8 +22,8 @@ from ray._private import ray_constants
 from ray.scripts.scripts import start
 
 from tpuray import labels
+from tpuray.preview.render import manifests
 from tpuray.ray_ports import NOT_LISTENING, RAY_PORTS
-from tpuray.render import manifests
 
 # Who may reach each port: the specification, written out (not read from tpuray/ray_ports.py).
 # "cluster" (the pods of the same object) reaches every port.

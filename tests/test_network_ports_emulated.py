@@ -32,9 +32,9 @@ from tests.conftest import mocked
 from tests.netpol import Pod, admits
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
-from tpuray.emulator.processes import _tree
-from tpuray.render import manifests
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.local.emulator.processes import _tree
+from tpuray.preview.render import manifests
 
 pytestmark = pytest.mark.slow
 

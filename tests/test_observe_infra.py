@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import mocked
 from tests.test_config import errors_of
-from tpuray.mockrun import StackRun
+from tpuray.preview.mockrun import StackRun
 
 
 def one(run: StackRun, type_token: str, name: str) -> dict:

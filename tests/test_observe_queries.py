@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import STACKS
-from tpuray.config import load_stack
+from tpuray.config.checks import load_stack
 from tpuray.observe import dashboard, queries, rules
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuray.config import load_stack
+from tpuray.config.checks import load_stack
 from tpuray.observe import rules
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "observe"

@@ -105,9 +105,10 @@ def calendar(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         import json
         from tpuray import docs
         from tpuray.commands.preview import key_inputs, preview_document
-        from tpuray.config import load_stack, tier_keys
-        from tpuray.emulator.plan import plan_slices
-        from tpuray.mockrun import run_stack
+        from tpuray.config import tier_keys
+        from tpuray.config.checks import load_stack
+        from tpuray.local.emulator.plan import plan_slices
+        from tpuray.preview.mockrun import run_stack
         cfg = load_stack("newcomer")
         run = run_stack("newcomer")
         pool = next(r for r in run.resources if r.name == "v6e-dev-0")
@@ -186,8 +187,8 @@ def test_an_added_generation_reaches_config_preview_worker_groups_and_the_emulat
         tree,
         """
         import json
-        from tpuray.emulator.plan import plan_slices
-        from tpuray.mockrun import run_stack
+        from tpuray.local.emulator.plan import plan_slices
+        from tpuray.preview.mockrun import run_stack
         run = run_stack("newcomer")
         pool = next(r for r in run.resources if r.name == "v6e-dev-0")
         policy = run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")[0]
@@ -271,7 +272,8 @@ def test_an_added_config_key_is_documented_parsed_and_checked_with_one_line(tmp_
         """
         import json
         from tpuray import docs
-        from tpuray.config import ConfigError, load_stack, parse_stack_config, read_stack_file
+        from tpuray.config import ConfigError, read_stack_file
+        from tpuray.config.checks import load_stack, parse_stack_config
         from pathlib import Path
         raw = read_stack_file(Path("stacks/Pulumi.newcomer.yaml"))
         raw["cluster"]["resourceLabels"] = {"team": 7}

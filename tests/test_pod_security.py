@@ -1,7 +1,7 @@
 """Every pod the stacks render passes Pod Security `restricted`, and the namespace enforces it.
 
 The profile's controls are those of https://kubernetes.io/docs/concepts/security/pod-security-standards/
-(tpuray/pss.py). Pods are the rendered templates plus what KubeRay adds to them: the
+(tpuray/checks/pss.py). Pods are the rendered templates plus what KubeRay adds to them: the
 autoscaler sidecar in the head pod (its securityContext comes from
 autoscalerOptions.securityContext) and the RayJob submitter pod (submitterPodTemplate).
 """
@@ -15,8 +15,8 @@ import pytest
 from conftest import STACKS, mocked
 
 from tpuray import labels
-from tpuray.pss import restricted_violations
-from tpuray.render import manifests
+from tpuray.checks.pss import restricted_violations
+from tpuray.preview.render import manifests
 
 
 def rendered_pods(stack: str) -> list[tuple[str, dict[str, Any]]]:

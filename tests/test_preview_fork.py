@@ -1,4 +1,4 @@
-"""The pre-loaded preview process of `tpuray diff` (tpuray/preview_fork.py): each forked
+"""The pre-loaded preview process of `tpuray diff` (tpuray/preview/fork.py): each forked
 preview runs its own tree's tpuray, as a fresh interpreter with PYTHONPATH=tree did.
 
 Stand-in trees, one `run` for all of them: each tree's tpuray/cli.py is a few lines, so
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tpuray import preview_fork
-from tpuray.diff import DiffError, preview_sides
+from tpuray.preview import fork as preview_fork
+from tpuray.preview.diff import DiffError, preview_sides
 
 CLIS = {
     "reports": (

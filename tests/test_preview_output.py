@@ -14,10 +14,10 @@ import pytest
 
 from tpuray import terminal
 from tpuray.commands import preview as command
-from tpuray.config import load_stack
-from tpuray.cost import stack_cost
-from tpuray.mockrun import MockedResource, StackRun
+from tpuray.config.checks import load_stack
+from tpuray.cost.table import stack_cost
 from tpuray.policies.analyzer import Violation
+from tpuray.preview.mockrun import MockedResource, StackRun
 
 VIOLATION = Violation("tpu-image", "advisory", "RayCluster/train", "image rayproject/ray:latest is not pinned")
 

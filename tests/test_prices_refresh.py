@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tpuray import billing
+from tpuray.cost import billing
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", category=FutureWarning)

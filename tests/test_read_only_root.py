@@ -29,7 +29,7 @@ from tests.conftest import STACKS, mocked
 from tests.ray_fixtures import free_port
 from tpuray import labels
 from tpuray.desired import pod_security
-from tpuray.render import manifests
+from tpuray.preview.render import manifests
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -42,5 +42,5 @@ def test_the_emulator_row_lists_the_emulator_packages_modules() -> None:
     row = _layout_rows()["tpuray/"]
     listed = row.split("`emulator/` (", 1)[1].split(")", 1)[0]
     named = set(re.findall(r"`(\w+)`", listed))
-    modules = {p.stem for p in (REPO / "tpuray" / "emulator").glob("*.py")} - {"__init__", "__main__"}
+    modules = {p.stem for p in (REPO / "tpuray" / "local" / "emulator").glob("*.py")} - {"__init__", "__main__"}
     assert sorted(named) == sorted(modules)

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from tests.conftest import STACKS, mocked
-from tpuray.render import manifests
-from tpuray.schemas import has_schema, schema_errors
+from tpuray.checks.schemas import has_schema, schema_errors
+from tpuray.preview.render import manifests
 from tpuray.shared import SharedDataMissing, shared_dir
 
 

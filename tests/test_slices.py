@@ -19,7 +19,7 @@ import pytest
 
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for
 
 pytestmark = pytest.mark.slow
 

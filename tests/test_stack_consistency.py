@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.stack_edits import STACKS, errors
-from tpuray import stack_consistency
-from tpuray.config import parse_stack_config
+from tpuray.checks import stack_consistency
+from tpuray.config.checks import parse_stack_config
 
 ORDER = "a ComputeClass tries its priorities in order, so the second copy never gets a turn"
 DIGEST = "sha256:" + "4f" * 32

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from tests.conftest import mocked
+from tpuray.checks.strict import check_inputs, doc_enum
 from tpuray.cli import main
 from tpuray.config import ConfigError
-from tpuray.mockrun import run_stack
-from tpuray.strict import check_inputs, doc_enum
+from tpuray.preview.mockrun import run_stack
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 # A v6e 4x4 slice pool as the mock engine receives it from the program.

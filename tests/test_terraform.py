@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tpuray.config import ConfigError, parse_stack_config, read_stack_file
-from tpuray.mockrun import GCS_MIRROR_ENV, StackRun, run_stack
-from tpuray.terraform import resolve
+from tpuray.config import ConfigError, read_stack_file
+from tpuray.config.checks import parse_stack_config
+from tpuray.config.terraform import resolve
+from tpuray.preview.mockrun import GCS_MIRROR_ENV, StackRun, run_stack
 
 FIXTURES = REPO / "tests" / "fixtures" / "terraform"
 LOCAL_STACK = FIXTURES / "Pulumi.tf-local.yaml"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tpuray import token_cost
 from tpuray.cli import main
-from tpuray.config import load_stack
+from tpuray.config.checks import load_stack
+from tpuray.cost import token_cost
 
 
 def test_prod_v5e_slice_at_1000_tokens_per_second_costs_2_67_per_million_on_demand() -> None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tests.stack_edits import STACKS, errors
-from tpuray import catalog, tpu_zones
-from tpuray.config import parse_stack_config
+from tpuray import catalog
+from tpuray.checks import tpu_zones
+from tpuray.config.checks import parse_stack_config
 
 
 def parses(stack: str, edit: Any) -> bool:

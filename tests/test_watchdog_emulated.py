@@ -2,7 +2,7 @@
 fewest that make a multi-host gang, one rank of which hangs while the other waits on it).
 
 One rank of a JaxTrainer gang hangs at a step (fault injection). Two things must notice:
-1. a real Prometheus (tpuray.localmetrics, as `tpuray local up --metrics` starts it) scraping
+1. a real Prometheus (tpuray.local.localmetrics, as `tpuray local up --metrics` starts it) scraping
    the emulator's own Ray metrics endpoints fires TpurayHungGangStepStalled, the rule of
    tpuray/observe/rules.py with this test's thresholds (the TPU duty-cycle branch has no
    series here: emulated hosts have no TPU device plugin);
@@ -26,9 +26,10 @@ import pytest
 
 from ray_apps import data
 from tests.drivers import REPO, driver_env, result_of, train_argv
-from tpuray import catalog, localmetrics
-from tpuray.config import load_stack
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for
+from tpuray import catalog
+from tpuray.config.checks import load_stack
+from tpuray.local import localmetrics
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for
 from tpuray.observe import rules
 
 # A 2-host gang, a stall of WATCHDOG_FLOOR_S and a restart: longer than the suite's 600 s default.

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from tests import facts
-from tpuray.mockrun import StackRun
+from tpuray.preview.mockrun import StackRun
 
 RAY_KINDS = ("RayJob", "RayService", "RayCluster")
 

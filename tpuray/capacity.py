@@ -56,7 +56,7 @@ class PriceBounds:
     """The published bounds of a tier's rate when no price is listed for it: between
     `low_factor` x the `low` tier's listed rate and `high_factor` x the `high` tier's."""
 
-    low: str  # a price key: a tier's, or a commitment's (tpuray.pricebook.COMMITMENTS)
+    low: str  # a price key: a tier's, or a commitment's (tpuray.cost.pricebook.COMMITMENTS)
     low_factor: float
     high: str
     high_factor: float
@@ -92,7 +92,7 @@ class Tier:
     names_reservation: bool = False
     from_zero: bool = False  # node pools start at zero nodes and autoscale up
     auto_repair: bool = True
-    gke_feature: str | None = None  # the GKE feature (tpuray/gke_versions.py FLOORS) a cluster needs for it
+    gke_feature: str | None = None  # the GKE feature (tpuray/checks/gke_versions.py FLOORS) a cluster needs for it
     # GKE node label of the tier's nodes, value "true" (None: none tpuray relies on).
     node_label: str | None = None
     tainted: bool = False  # the node label is also a NoSchedule taint pods must tolerate
@@ -107,7 +107,7 @@ class Tier:
     node_config_detail: Callable[[dict[str, Any]], str] | None = None
     priority_detail: Callable[[dict[str, Any]], str] | None = None
     # Prices: the bounds of an unlisted rate, and how Cloud Billing names the tier's SKUs
-    # (Category.usageType, then words of the description; tpuray/billing.py).
+    # (Category.usageType, then words of the description; tpuray/cost/billing.py).
     price_bounds: PriceBounds | None = None
     sku_usage_types: tuple[str, ...] = ()
     sku_words: tuple[str, ...] = ()

@@ -52,7 +52,7 @@ class Generation:
     # https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood).
     multi_host_placement: Placement = Placement.COMPACT
     workload_policy: str | None = None  # compute ResourcePolicy workload_policy.type
-    # The GKE feature (tpuray/gke_versions.py FLOORS) a cluster needs to run this generation.
+    # The GKE feature (tpuray/checks/gke_versions.py FLOORS) a cluster needs to run this generation.
     gke_feature: str | None = None
     # Older node-label values GKE used for this generation (still accepted on plain manifests).
     legacy_accelerators: tuple[str, ...] = ()

@@ -5,8 +5,8 @@ Each check returns a Check: `ok`, or a one-line fix. A check that `blocks` stops
 (optional tools, the shared test data) are advice only.
 
 Figures come from their one home: memory per emulated host and the host plan from
-tpuray/emulator/plan.py, the Serve port from tpuray/localrun.py, the state root from
-$TPURAY_LOCAL_DIR (tpuray/emulator/state.py), the shared data from tpuray/shared.py.
+tpuray/local/emulator/plan.py, the Serve port from tpuray/local/localrun.py, the state root from
+$TPURAY_LOCAL_DIR (tpuray/local/emulator/state.py), the shared data from tpuray/shared.py.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from tpuray import emulator
-from tpuray.mockrun import StackRun
+from tpuray.local import emulator
+from tpuray.preview.mockrun import StackRun
 
 REQUIRES_PYTHON = ">=3.10"  # pyproject.toml's requires-python (a test keeps them equal)
 GIB = 2**30
@@ -74,7 +74,7 @@ def check_memory(run: StackRun, available_bytes: int) -> Check:
     try:
         reduced = emulator.plan_slices(run, max_hosts=limit)
     except emulator.EmulatorError:
-        groups = len(emulator.tpu_groups(run))
+        groups = len(emulator.emulated_groups(run))
         least = groups * emulator.HOST_MEMORY_BYTES + emulator.HEAD_MEMORY_BYTES
         return Check(
             "memory",

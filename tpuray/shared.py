@@ -2,7 +2,7 @@
 
 It is test data: TPURAY_SHARED points at it, with the `shared/` folder beside the
 repository as the default. The one exception is the CRD schemas, which the product needs
-at run time: they ship in the package (tpuray/data/schemas, tpuray.schemas) and a test
+at run time: they ship in the package (tpuray/data/schemas, tpuray.checks.schemas) and a test
 proves them identical to shared/schemas.
 """
 

@@ -14,8 +14,8 @@ from infra.components.egress import cluster_egress
 from infra.components.hardening import hardening_settings
 from infra.components.observability import cluster_settings, cost_labels
 from tpuray import labels
+from tpuray.checks.gcp_rules import service_account_email
 from tpuray.config import ClusterConfig, GcpConfig
-from tpuray.gcp_rules import service_account_email
 
 # Least privilege for nodes: write logs and metrics, read images. Nothing else.
 NODE_ROLES = (
@@ -44,7 +44,7 @@ class GkeClusterArgs:
     gcp: GcpConfig
     cluster: ClusterConfig
     # Only a version the stack pins (tpuray:cluster.minMasterVersion): the provider sends it as the
-    # cluster's initial version, so by default the release channel chooses (tpuray.gke_versions).
+    # cluster's initial version, so by default the release channel chooses (tpuray.checks.gke_versions).
     min_master_version: str | None = None
     stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
     # The GKE Secret Manager add-on: on when the serve workload reads a Hugging Face token (hf_secret.py).

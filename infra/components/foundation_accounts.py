@@ -7,7 +7,7 @@ only: `roles/iam.serviceAccountUser` on the nodes' (the cluster and its node poo
 `roles/iam.serviceAccountAdmin` on a workload account (the stack binds its Kubernetes service
 accounts there). A deploy identity with project-wide service-account roles could act as, or set
 the IAM policy of, every account of the project (issue 36, item 1). The names follow
-`tpuray.gcp_rules.service_account_id`; tests/test_foundation_contract.py checks that the
+`tpuray.checks.gcp_rules.service_account_id`; tests/test_foundation_contract.py checks that the
 foundation creates every account a committed stack names.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from tpuray.gcp_rules import service_account_email
+from tpuray.checks.gcp_rules import service_account_email
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Hugging Face token of an llm stack: from Secret Manager to a file in the serve pods.
 
-When `tpuray:workloads.serve.hfTokenSecret` names a secret (validated in tpuray/llm_stack.py,
+When `tpuray:workloads.serve.hfTokenSecret` names a secret (validated in tpuray/desired/llm_stack.py,
 which also sets the LLMConfig's HF_TOKEN_PATH), the program declares, and otherwise nothing:
 1. the GKE Secret Manager add-on on the cluster: `secret_manager_config {enabled: true}` on the
    container cluster (infra/components/cluster.py; pulumi-gcp's ClusterSecretManagerConfigArgs);
@@ -39,8 +39,8 @@ import pulumi
 import pulumi_gcp as gcp
 import yaml
 
-from tpuray import llm_stack
-from tpuray.llm_stack import VOLUME_NAME, mount_token, provider_class_name  # noqa: F401 (one home: llm_stack)
+from tpuray.desired import llm_stack
+from tpuray.desired.llm_stack import VOLUME_NAME, mount_token, provider_class_name  # noqa: F401 (one home: llm_stack)
 
 SPC_API_VERSION = "secrets-store.csi.x-k8s.io/v1"
 SPC_PROVIDER = "gke"  # the GKE add-on's provider (the open-source provider is `gcp`)

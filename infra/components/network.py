@@ -38,8 +38,8 @@ from typing import Any
 from infra.components import pod_egress
 from tpuray import labels
 from tpuray.config import StackConfig
+from tpuray.config.security import INTERNAL_GATEWAY, ServeGateway
 from tpuray.ray_ports import SERVE_PORT, Access, RayPort, by_access
-from tpuray.security_config import INTERNAL_GATEWAY, ServeGateway
 
 GOOGLE_FRONT_ENDS = ("35.191.0.0/16", "130.211.0.0/22")  # health checks and global LB proxies
 METRICS_NAMESPACE = "gmp-system"  # Google Cloud Managed Service for Prometheus collectors

@@ -16,9 +16,9 @@ import yaml
 
 from infra.components import hf_secret, identities, network, pod_egress
 from ray_apps import contracts, health
-from tpuray import labels, llm_stack
+from tpuray import labels
 from tpuray.config import ConfigError, StackConfig
-from tpuray.desired import pod_security
+from tpuray.desired import llm_stack, pod_security
 from tpuray.desired.state import RayObject, StackDesire
 
 
@@ -77,7 +77,7 @@ def serve_config(desired: StackDesire) -> dict[str, Any]:
     cfg = desired.config
     args = serve_app_args(cfg)
     if args["backend"] == "llm":
-        # Ray's own OpenAI app with the stack's LLMConfig, validated by Ray (tpuray/llm_stack.py);
+        # Ray's own OpenAI app with the stack's LLMConfig, validated by Ray (tpuray/desired/llm_stack.py);
         # the image carries vLLM for TPU, no code of this repo runs in the LLM app.
         entry = {
             "name": SERVE_APP,

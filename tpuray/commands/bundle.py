@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from tpuray import bundle, terminal
-from tpuray.config import load_stack
+from tpuray.config.checks import load_stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:

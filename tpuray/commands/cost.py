@@ -3,7 +3,7 @@
 Without --tokens-per-second: the hourly and monthly range of every slice pool (as in
 preview). With it: dollars per million output tokens of the LLM service on each capacity
 tier of the serve pool, for N output tokens/s per replica (one replica = one slice), e.g. the
-figure benchmarks/llm_load.py measured (tpuray/token_cost.py).
+figure benchmarks/llm_load.py measured (tpuray/cost/token_cost.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import json
 from rich.table import Table
 
 from tpuray import terminal
-from tpuray.config import load_stack
-from tpuray.cost import cost_table, price_text, stack_cost
-from tpuray.token_cost import per_token_costs
+from tpuray.config.checks import load_stack
+from tpuray.cost.table import cost_table, price_text, stack_cost
+from tpuray.cost.token_cost import per_token_costs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

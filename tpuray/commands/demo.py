@@ -27,8 +27,9 @@ from typing import IO, Any
 from rich.console import Console
 from rich.rule import Rule
 
-from tpuray import emulator, terminal
+from tpuray import terminal
 from tpuray.errors import UserError
+from tpuray.local import emulator
 
 DEMO_STEPS = 40
 OUT_DIR = Path("out/demo")
@@ -96,7 +97,7 @@ def job_console(console: Console, log: IO[str], verbose: bool, status: Any, step
     if verbose:
         yield console
         return
-    from tpuray.localrun import LOSS_LINE
+    from tpuray.local.localrun import LOSS_LINE
 
     def on_line(line: str) -> None:
         if match := LOSS_LINE.search(line):
@@ -116,11 +117,11 @@ def job_console(console: Console, log: IO[str], verbose: bool, status: Any, step
 
 
 def run(args: argparse.Namespace) -> int:
-    from tpuray import localrun
     from tpuray.commands import doctor, local, preview
-    from tpuray.cost import hours_per_month, range_text, stack_cost
-    from tpuray.demo_summary import DemoResult, train_hosts, write_outputs
-    from tpuray.mockrun import run_stack
+    from tpuray.cost.table import hours_per_month, range_text, stack_cost
+    from tpuray.local import localrun
+    from tpuray.local.demo_summary import DemoResult, train_hosts, write_outputs
+    from tpuray.preview.mockrun import run_stack
 
     console = terminal.console()
     phases = Phases()

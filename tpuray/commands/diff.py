@@ -1,6 +1,6 @@
 """`tpuray diff BASE_REF [--stack S] [--markdown | --json]`: what a change does to each stack.
 
-Offline: both sides run under the Pulumi mock engine (see tpuray/diff.py). Lists added,
+Offline: both sides run under the Pulumi mock engine (see tpuray/preview/diff.py). Lists added,
 changed (updated or replaced) and removed resources with the changed fields, the policy
 violations introduced and resolved, and the cost delta. Exit 1 when the head side has a
 mandatory violation (or fails to evaluate), 2 when the ref is unknown.
@@ -16,10 +16,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tpuray import cost as costmod
 from tpuray import terminal as terminal_text
-from tpuray.diff import DiffError, Report, StackDiff, delta_text, run_diff, show, total_text
+from tpuray.cost import table as costmod
 from tpuray.errors import UserError
+from tpuray.preview.diff import DiffError, Report, StackDiff, delta_text, run_diff, show, total_text
 
 MARKER = "<!-- tpuray-diff -->"  # lets CI find and update its own PR comment
 SYMBOL = {"add": "+", "update": "~", "replace": "±", "remove": "-"}

@@ -30,8 +30,8 @@ def report(checks: list[doctor.Check], console: Console) -> list[doctor.Check]:
 
 
 def checks_for(stack: str, serve_port: int | None = None) -> list[doctor.Check]:
-    from tpuray.localrun import SERVE_HTTP_PORT
-    from tpuray.mockrun import run_stack
+    from tpuray.local.localrun import SERVE_HTTP_PORT
+    from tpuray.preview.mockrun import run_stack
 
     return doctor.run_checks(run_stack(stack), serve_port or SERVE_HTTP_PORT)
 

@@ -10,7 +10,7 @@ import argparse
 import json
 
 from tpuray import images, terminal
-from tpuray.config import load_stack
+from tpuray.config.checks import load_stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:

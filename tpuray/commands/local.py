@@ -1,6 +1,6 @@
 """`tpuray local up|status|down`: a local Ray cluster that emulates the stack's TPU slices.
 
-See the tpuray.emulator package for how hosts are emulated. The cluster runs detached from `up`
+See the tpuray.local.emulator package for how hosts are emulated. The cluster runs detached from `up`
 and is found again through its state file under $TPURAY_LOCAL_DIR/<stack>
 (default /tmp/tpuray-local/<stack>).
 """
@@ -15,10 +15,11 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tpuray import emulator, localmetrics, terminal
+from tpuray import terminal
 from tpuray.config import resolve_stack_file
 from tpuray.errors import UserError
-from tpuray.mockrun import run_stack
+from tpuray.local import emulator, localmetrics
+from tpuray.preview.mockrun import run_stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_workload(args: argparse.Namespace) -> int:
-    from tpuray import localrun
+    from tpuray.local import localrun
 
     console = terminal.console()
     name, _ = resolve_stack_file(args.stack)
@@ -111,7 +112,7 @@ def run_workload(args: argparse.Namespace) -> int:
         raise UserError(f"no emulated cluster for stack {name!r}; start one with `tpuray local up {name}`")
     stack = run_stack(args.stack)
     if args.explain:
-        from tpuray.explain import ignored
+        from tpuray.preview.explain import ignored
 
         cluster = emulator.EmulatedCluster.attach(sdir) if (sdir / emulator.STATE_FILE).exists() else None
         for line in localrun.explain(stack, args.workload, cluster):

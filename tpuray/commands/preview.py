@@ -12,13 +12,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tpuray import capacity, terminal, tpu_zones
-from tpuray.cost import cost_table, stack_cost
+from tpuray import capacity, terminal
+from tpuray.checks import tpu_zones
+from tpuray.cost.pricebook import age_text
+from tpuray.cost.table import cost_table, stack_cost
 from tpuray.desired import worker_group
-from tpuray.mockrun import MockedResource, StackRun, run_stack
 from tpuray.policies.analyzer import Violation
 from tpuray.policies.evaluate import check_stack
-from tpuray.pricebook import age_text
+from tpuray.preview.mockrun import MockedResource, StackRun, run_stack
 
 
 def register(sub: argparse._SubParsersAction) -> None:

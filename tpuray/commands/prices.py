@@ -1,5 +1,5 @@
 """`tpuray prices refresh [--region R] [--out PATH]`: rewrite the price snapshot from the
-Cloud Billing Catalog API (needs Application Default Credentials; see tpuray/billing.py).
+Cloud Billing Catalog API (needs Application Default Credentials; see tpuray/cost/billing.py).
 `tpuray prices show`: the snapshot's source, date and age."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from tpuray import billing, pricebook
 from tpuray.config import read_stack_file, stack_files
+from tpuray.cost import billing, pricebook
 from tpuray.errors import UserError
 
 

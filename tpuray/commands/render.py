@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tpuray.mockrun import run_stack
-from tpuray.render import write_manifests
+from tpuray.preview.mockrun import run_stack
+from tpuray.preview.render import write_manifests
 
 
 def register(sub: argparse._SubParsersAction) -> None:

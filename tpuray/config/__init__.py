@@ -3,7 +3,10 @@
 Stack config lives in stacks/Pulumi.<env>.yaml under the `tpuray:` namespace. The raw mapping
 (from the YAML file, or from pulumi.Config under the CLI) goes through `parse_stack_config`,
 which either returns a `StackConfig` or raises `ConfigError` holding one line per problem: the
-key, the bad value and what is allowed. `load_stack("dev")` reads and parses a stack file.
+key, the bad value and what is allowed. `load_stack("dev")` reads and parses a stack file. Both
+live in tpuray/config/checks.py, which runs every check module (tpuray/checks/) and the desired
+state's derived-fact checks: this package's __init__ exports the models alone, so that a check
+module may import a model without importing the checks that import it.
 
 The package, one module per job: base.py (the model base, namespace and keys), the models by
 concept (cluster.py, pools.py, workloads.py, schema.py for `StackConfig`), checks.py (parsing and
@@ -13,11 +16,8 @@ every check across keys), files.py (stack-file I/O) and encoding.py (the Pulumi 
 from __future__ import annotations
 
 from tpuray.config.base import CONFIG_KEYS, NAMESPACE, ConfigModel
-
-# Last: the checks read the rule modules, which import the models above from their own modules.
-from tpuray.config.checks import load_stack, parse_stack_config  # noqa: E402, I001
 from tpuray.config.cluster import AuthorizedNetwork, ClusterConfig, CpuPoolConfig, GcpConfig
-from tpuray.config.encoding import pulumi_config_map  # noqa: E402
+from tpuray.config.encoding import pulumi_config_map
 from tpuray.config.files import (
     STACK_FILE,
     name_of_stack_file,
@@ -88,9 +88,7 @@ __all__ = [
     "TrainWorkload",
     "UNLISTED_CAPACITY",
     "WorkloadsConfig",
-    "load_stack",
     "name_of_stack_file",
-    "parse_stack_config",
     "price_tiers",
     "pulumi_config_map",
     "read_stack_file",

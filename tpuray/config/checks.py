@@ -3,7 +3,7 @@
 `parse_stack_config` runs the schema (pydantic, its errors rewritten as `key: value is invalid;
 what is allowed`), then the checks across keys: the shapes against the catalog, the capacity
 chains, the delivery settings, prices, the Terraform and foundation keys, the GCP rules
-(tpuray/gcp_rules.py), the hardening and network keys, the LLM stack (tpuray/llm_stack.py), and
+(tpuray/checks/gcp_rules.py), the hardening and network keys, the LLM stack (tpuray/desired/llm_stack.py), and
 the facts derived from the desired state (tpuray/desired/checks.py: slice demand, the one-VM gang
 rule). Nothing is declared from a stack with a problem.
 """
@@ -16,15 +16,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tpuray import catalog, gcp_rules, gke_versions, llm_stack, tpu_zones
+from tpuray import catalog
+from tpuray.checks import gcp_rules, gke_versions, tpu_zones
+from tpuray.checks.gcp_names import GCS_LOCATION
 from tpuray.config.base import CONFIG_KEYS, NAMESPACE
 from tpuray.config.files import read_stack_file, resolve_stack_file
 from tpuray.config.pools import CapacityTier, price_tiers, tier_keys
 from tpuray.config.schema import IMAGE_NAMES, StackConfig, TerraformOutputs
+from tpuray.config.security import hardening_lines, network_lines
 from tpuray.desired import checks as derived
+from tpuray.desired import llm_stack
 from tpuray.errors import ConfigError
-from tpuray.gcp_names import GCS_LOCATION
-from tpuray.security_config import hardening_lines, network_lines
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 

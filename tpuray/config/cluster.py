@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from tpuray.config.base import ConfigModel
-from tpuray.security_config import BinaryAuthorizationConfig, MaintenanceConfig
+from tpuray.config.security import BinaryAuthorizationConfig, MaintenanceConfig
 
 
 class GcpConfig(ConfigModel):
@@ -70,7 +70,7 @@ class ClusterConfig(ConfigModel):
         default_factory=list, alias="masterAuthorizedNetworks", description="CIDRs allowed to reach the control plane"
     )
     # The VPC's own ranges (the foundation's network.subnet_cidr, pods_cidr, services_cidr): the
-    # admin and authorized networks must lie outside them (tpuray/gcp_ranges.py).
+    # admin and authorized networks must lie outside them (tpuray/checks/gcp_ranges.py).
     vpc_ranges: list[str] = Field(
         default_factory=list,
         alias="vpcRanges",
@@ -117,7 +117,7 @@ class ClusterConfig(ConfigModel):
             raise PydanticCustomError("dns_endpoint_bool", 'a bare off reads as false in YAML: write "off" (quoted)')
         return value
 
-    # Hardening (tpuray/security_config.py, docs/security.md).
+    # Hardening (tpuray/config/security.py, docs/security.md).
     binary_authorization: BinaryAuthorizationConfig | None = Field(
         None, alias="binaryAuthorization", description="enforce the project's Binary Authorization policy"
     )

@@ -70,7 +70,7 @@ class TerraformConfig(ConfigModel):
             prefix = self.prefix.strip("/")
             return f"gs://{self.bucket}/{prefix + '/' if prefix else ''}{self.workspace}.tfstate"
         path = Path(str(self.path))
-        # Relative paths are relative to the repository root (see tpuray/terraform.py).
+        # Relative paths are relative to the repository root (see tpuray/config/terraform.py).
         return str(path if path.is_absolute() else stacks_dir().parent / path)
 
 

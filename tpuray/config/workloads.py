@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_apps import contracts
 from tpuray.config.base import ConfigModel
-from tpuray.security_config import ServeGateway
+from tpuray.config.security import ServeGateway
 
 # The job's own defaults (ray_apps/contracts.py, stdlib only: the floor both sides stand on).
 _TRAIN = contracts.train_defaults()
@@ -75,7 +75,7 @@ class ServeWorkload(ConfigModel):
         "llm", description="llm: a model served by Ray Serve LLM; checkpoint: the training run's checkpoints"
     )
     model_id: str = Field("google/gemma-3-4b-it", alias="modelId", description="llm backend: the model id")
-    # llm backend (tpuray/llm_stack.py turns these into Ray Serve LLM's LLMConfig and checks them)
+    # llm backend (tpuray/desired/llm_stack.py turns these into Ray Serve LLM's LLMConfig and checks them)
     model_source: str | None = Field(
         None,
         alias="modelSource",

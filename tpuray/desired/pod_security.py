@@ -11,7 +11,7 @@ comply with the profile (https://kubernetes.io/docs/concepts/security/pod-securi
   (which also disables the image's passwordless sudo: no_new_privs).
 KubeRay injects the autoscaler sidecar and creates the RayJob submitter pod itself; both get
 the same container securityContext (autoscalerOptions.securityContext, submitterPodTemplate).
-tests/test_pod_security.py checks every rendered pod against the profile (tpuray/pss.py).
+tests/test_pod_security.py checks every rendered pod against the profile (tpuray/checks/pss.py).
 
 Beyond `restricted`: every container's root filesystem is read-only, with an emptyDir where
 Ray and the libraries it runs write (WRITABLE_DIRS, each with its source), and no pod mounts a

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ray_apps import contracts
-from tpuray import bundle, images, llm_stack
+from tpuray import bundle, images
 from tpuray.config import SlicePoolConfig, StackConfig
-from tpuray.desired import ray_cluster
+from tpuray.desired import llm_stack, ray_cluster
 from tpuray.desired.worker_group import WorkerGroup, worker_groups
 
 

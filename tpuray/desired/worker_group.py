@@ -11,7 +11,7 @@ conformance sample). Keys the model does not interpret (`suspend`, `idleTimeoutS
 template's other fields) travel in `other` and `template` untouched, so a reader never loses what
 it did not look at.
 
-The readers: the emulator's plan (tpuray/emulator/plan.py), `local run` (tpuray/localrun.py), the
+The readers: the emulator's plan (tpuray/local/emulator/plan.py), `local run` (tpuray/local/localrun.py), the
 preview's resource lines and `--explain`, and the policies' `Group` (tpuray/policies/kube.py),
 which asks `pod_shape` which catalog shape a pod template selects.
 """

@@ -26,8 +26,9 @@ from typing import Any
 
 import yaml
 
-from tpuray import catalog, cost
+from tpuray import catalog
 from tpuray.config import SlicePoolConfig, StackConfig
+from tpuray.cost import table as cost
 from tpuray.observe.queries import selector
 
 # The evaluation interval this project's AlertPolicies ask Cloud Monitoring for, and the rule
@@ -218,7 +219,7 @@ def rule_file(cfg: StackConfig, rules: list[Rule] | None = None, interval: str =
     """A Prometheus rule file (the format of `promtool check rules` and Prometheus itself).
 
     `interval` is the group's evaluation interval: GKE's by default; the local Prometheus
-    (tpuray.localmetrics) evaluates as often as it scrapes. Prometheus starts a group's
+    (tpuray.local.localmetrics) evaluates as often as it scrapes. Prometheus starts a group's
     evaluations at an offset within the interval (a hash of the group, rules/group.go
     `EvalTimestamp`), so at 30 s a rule first fired up to 30 s after its data arrived here
     (measured: 7 s and 31 s in two starts of the same test)."""

@@ -22,22 +22,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-
-class Unknown:
-    """A value the engine cannot know during preview (an output of another resource)."""
-
-    _instance: Unknown | None = None
-
-    def __new__(cls) -> Unknown:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "<unknown during preview>"
-
-
-UNKNOWN = Unknown()
+from tpuray.checks.unknown import UNKNOWN, Unknown  # noqa: F401 (the rules read them here)
 
 
 def plain(value: Any) -> Any:

@@ -28,7 +28,7 @@ from tpuray.policies.kube import as_dict, get
 from tpuray.policies.manifests import load
 
 if TYPE_CHECKING:
-    from tpuray.mockrun import StackRun
+    from tpuray.preview.mockrun import StackRun
 
 
 def check_stack(run: StackRun) -> list[Violation]:

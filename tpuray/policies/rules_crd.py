@@ -3,7 +3,7 @@
 These are the API server's admission checks for a custom resource, run before apply:
 the openAPIV3Schema (with unknown fields as errors, since the server would prune them
 silently) and every `x-kubernetes-validations` rule, evaluated by a CEL library
-(tpuray.kcel). The CRDs come from the package (tpuray/data/schemas), so the rules need
+(tpuray.checks.kcel). The CRDs come from the package (tpuray/data/schemas), so the rules need
 no `../shared` folder on a user's machine; a CRD dropped there is covered with no code.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray import kcel, schemas
+from tpuray.checks import kcel, schemas
 from tpuray.policies.core import GKE, MANDATORY, Resource, Rule
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tpuray import labels
-from tpuray.llm_stack import OPENAI_APP_IMPORT_PATH
+from tpuray.desired.llm_stack import OPENAI_APP_IMPORT_PATH
 from tpuray.policies.core import GKE, MANDATORY, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, as_dict, cluster_spec, groups, serve_applications, show
 

@@ -4,7 +4,7 @@ A token in a RayService's serveConfigV2 (runtime_env env_vars), a container env 
 ConfigMap lands in Pulumi state, `kubectl get -o yaml` and every preview diff. The llm backend
 gets its token from Secret Manager instead (tpuray:workloads.serve.hfTokenSecret, mounted as a
 file by the GKE Secret Manager add-on: infra/components/hf_secret.py, docs/apps.md); the stack
-check refuses one in stack config before any object is rendered (tpuray/llm_stack.py).
+check refuses one in stack config before any object is rendered (tpuray/desired/llm_stack.py).
 
 `hf-token-mounted`: an LLMConfig whose runtime_env sets HF_TOKEN_PATH makes huggingface_hub
 read the token from that file. If no pod of the RayService mounts a Secret Manager CSI volume
@@ -24,8 +24,8 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray.hf_token import plaintext_token_paths
-from tpuray.llm_stack import SECRET_MANAGER_CSI_DRIVER
+from tpuray.checks.hf_token import plaintext_token_paths
+from tpuray.desired.llm_stack import SECRET_MANAGER_CSI_DRIVER
 from tpuray.policies.core import GKE, MANDATORY, PROJECT, Finding, Resource, Rule
 from tpuray.policies.kube import (
     RAY_TYPES,

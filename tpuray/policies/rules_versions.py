@@ -1,4 +1,4 @@
-"""Fields an older KubeRay would drop without a word (floors in tpuray/kuberay_versions.py).
+"""Fields an older KubeRay would drop without a word (floors in tpuray/checks/kuberay_versions.py).
 
 The GKE Ray operator add-on's KubeRay version is not published per GKE version, so each
 environment records the version its cluster runs in policies/policy-config.<env>.json
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tpuray import kuberay_versions
+from tpuray.checks import kuberay_versions
 from tpuray.policies.core import ADVISORY, GKE, Resource, Rule
 from tpuray.policies.kube import RAY_TYPES, as_dict, cluster_spec
 
