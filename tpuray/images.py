@@ -56,7 +56,7 @@ def dockerfile(name: str) -> Path:
 
 
 def lock_pins(names: tuple[str, ...] = APP_PACKAGES, lock: Path | None = None) -> dict[str, str]:
-    """name -> version for each package, read from the one lock file."""
+    """name -> version for each package, read from the product's lock file (requirements.lock)."""
     pins = {}
     for line in (lock or REPO_ROOT / "requirements.lock").read_text().splitlines():
         name, sep, version = line.partition("==")
