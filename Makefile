@@ -16,14 +16,17 @@ export PYTHONDONTWRITEBYTECODE =
 
 venv: $(STAMP)
 
-# uv (pinned in requirements-dev.lock) installs both lock files' exact pins in one resolve:
-# about 1 min on 2 cores, where pip took 2.7; --compile-bytecode as pip does, so no process
-# compiles the SDKs again.
+# uv (pinned in requirements-dev.lock) syncs the venv to both lock files' exact pins in one
+# resolve: about 1 min on 2 cores, where pip took 2.7; --compile-bytecode as pip does, so no
+# process compiles the SDKs again. Sync, not install: a package a lock no longer names is
+# removed (python-hcl2 and checkov's bc-python-hcl2 both install `hcl2`: a leftover one would
+# change what the Terraform tests parse). uv is bootstrapped with pip only when missing: the
+# sync removes pip, which no lock names.
 LOCKS := requirements.lock requirements-dev.lock
 $(STAMP): $(LOCKS) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet "$$(grep '^uv==' requirements-dev.lock)"
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python $(addprefix -r ,$(LOCKS))
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet "$$(grep '^uv==' requirements-dev.lock)"
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python $(LOCKS)
 	$(BIN)/uv pip install --quiet --no-deps --python $(BIN)/python -e .
 	touch $(STAMP)
 

@@ -1,4 +1,4 @@
-"""What the Terraform foundation of one environment creates, read from terraform/ with python-hcl2.
+"""What the Terraform foundation of one environment creates, read from terraform/ with bc-python-hcl2 (checkov's `hcl2`).
 
 Each root (terraform/foundation/<env>/main.tf) calls modules/foundation with literal values,
 and the modules name their resources from those (`"${var.name}-${var.region}-gke"`). This
@@ -37,7 +37,7 @@ class Unresolved(Exception):
 
 
 def _one(value: Any) -> Any:
-    # python-hcl2 wraps attribute values in a one-element list.
+    # bc-python-hcl2 wraps attribute values in a one-element list.
     return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
@@ -68,7 +68,7 @@ def resources(folder: Path, rtype: str) -> dict[str, dict[str, Any]]:
 
 
 def _optional_defaults(type_expr: str) -> dict[str, Any]:
-    """Attribute -> default of `optional(T, default)` in an object type, as python-hcl2 prints it."""
+    """Attribute -> default of `optional(T, default)` in an object type, as bc-python-hcl2 prints it."""
     defaults: dict[str, Any] = {}
     for name, text, bare in _OPTIONAL.findall(type_expr):
         defaults[name] = text if not bare else {"True": True, "False": False}.get(bare, bare)

@@ -1,4 +1,4 @@
-"""Who CI can act as, per environment (terraform/modules/ci-identity, read with python-hcl2).
+"""Who CI can act as, per environment (terraform/modules/ci-identity, read with bc-python-hcl2).
 
 Before (issue 36, item 1): one tpuray-deploy account in prod's project was bound to the OIDC
 subjects of all three GitHub environments and held container, compute and service-account admin

@@ -4,7 +4,7 @@ The contract: the foundation module has one root output per field of
 tpuray.config.TerraformOutputs (same name) and nothing else but `github_variables` (the
 repository variables the workflows read); each environment's root re-exports exactly
 those; the fixture state the Terraform tests read has exactly those outputs. The HCL is
-parsed with python-hcl2; `terraform fmt` and checkov (offline) run over terraform/.
+parsed with bc-python-hcl2 (checkov's `hcl2`); `terraform fmt` and checkov (offline) run over terraform/.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _blocks(folder: Path, kind: str) -> dict[str, dict[str, Any]]:
 
 
 def _one(value: Any) -> Any:
-    # python-hcl2 wraps attribute values in a one-element list.
+    # bc-python-hcl2 wraps attribute values in a one-element list.
     return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
