@@ -1,0 +1,99 @@
+"""Stand-ins for the two kube-controller-manager loops the joint substrate needs (no
+controller-manager runs here, tests/control_plane.py):
+- the Job controller, for the RayJob submitter: one pod per Job from its template (with the
+  labels and owner reference the Job controller sets), retried up to backoffLimit, and the Job's
+  status (succeeded/failed counts, Complete or Failed condition) as its pod ends;
+- the garbage collector's foreground part: a pod whose controlling owner is gone is deleted.
+Not modelled: parallelism and completions above 1, pod failure policies, TTL after finished,
+activeDeadlineSeconds of the Job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from tpuray.substrate.kube import Kube
+
+OWNER_KINDS = {"RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}",
+               "Job": "apis/batch/v1/namespaces/{ns}/jobs/{name}"}  # fmt: skip
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def job_pod(job: dict[str, Any], attempt: int) -> dict[str, Any]:
+    meta, template = job["metadata"], job["spec"]["template"]
+    uid = meta["uid"]
+    pod_labels = {**(template["metadata"].get("labels") or {}), "batch.kubernetes.io/job-name": meta["name"],
+                  "job-name": meta["name"], "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name']}-{attempt}",
+            "namespace": meta["namespace"],
+            "labels": pod_labels,
+            "annotations": template["metadata"].get("annotations") or {},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": meta["name"],
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],  # fmt: skip
+        },
+        "spec": template["spec"],
+    }
+
+
+def jobs_step(kube: Kube) -> None:
+    for job in kube.list_objects("batch/v1", "jobs"):
+        meta, status = job["metadata"], job.get("status", {})
+        if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
+            continue
+        pods = [p for p in kube.list("pods", meta["namespace"], f"batch.kubernetes.io/controller-uid={meta['uid']}")]
+        succeeded = sum(p["status"].get("phase") == "Succeeded" for p in pods)
+        failed = sum(p["status"].get("phase") == "Failed" for p in pods)
+        active = len(pods) - succeeded - failed
+        new: dict[str, Any] = {"active": active, "succeeded": succeeded, "failed": failed,
+                               "startTime": status.get("startTime") or _now()}  # fmt: skip
+        if succeeded:
+            new.update(active=0, completionTime=_now(), conditions=[
+                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": _now()},
+                {"type": "Complete", "status": "True", "lastTransitionTime": _now()}])  # fmt: skip
+        elif failed > int(job["spec"].get("backoffLimit", 6)):
+            new.update(active=0, conditions=[
+                {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": _now()},
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": _now()}])  # fmt: skip
+        elif active == 0:
+            with contextlib.suppress(Exception):
+                kube.create("pods", job_pod(job, len(pods)), meta["namespace"])
+                new["active"] = 1
+        if {k: status.get(k) for k in new} != new:
+            with contextlib.suppress(Exception):
+                kube.session.patch(
+                    f"{kube.url}/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status",
+                    json={"status": new}, headers={"Content-Type": "application/merge-patch+json"}, timeout=10,
+                )  # fmt: skip
+
+
+def gc_step(kube: Kube) -> None:
+    """Delete pods whose controlling RayCluster or Job no longer exists (or is another object now)."""
+    for pod in kube.list("pods"):
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            continue
+        for ref in meta.get("ownerReferences") or []:
+            if not ref.get("controller") or ref["kind"] not in OWNER_KINDS:
+                continue
+            path = OWNER_KINDS[ref["kind"]].format(ns=meta["namespace"], name=ref["name"])
+            response = kube.session.get(f"{kube.url}/{path}", timeout=10)
+            gone = response.status_code == 404 or (response.ok and response.json()["metadata"]["uid"] != ref["uid"])
+            if gone:
+                kube.delete("pods", meta["name"], meta["namespace"])
