@@ -214,7 +214,8 @@ class ControlPlane:
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
 
-    def _start_operator(self) -> None:
+    def _start_operator(self, env: dict[str, str] | None = None) -> None:
+        """`env` adds to the operator's environment (the joint substrate's HTTP_PROXY, tests/substrate.py)."""
         metrics, probe = free_port(), free_port()
         self._spawn(
             "kuberay-operator",
@@ -224,7 +225,7 @@ class ControlPlane:
                 f"--health-probe-bind-address=127.0.0.1:{probe}",
                 "--enable-leader-election=false",
             ],
-            env={"KUBECONFIG": str(self.kubeconfig)},
+            env={"KUBECONFIG": str(self.kubeconfig), **(env or {})},
         )
         self._wait("kuberay-operator", lambda: requests.get(f"http://127.0.0.1:{probe}/readyz", timeout=1).ok, 120)
 

@@ -135,3 +135,11 @@ def test_a_tpu_container_gets_the_device_plugins_environment_from_its_node_selec
                                      "cloud.google.com/gke-tpu-topology": "4x4"}}}  # fmt: skip
     container = {"resources": {"limits": {"google.com/tpu": "4"}}}
     assert PodRunner._device_env(pod, container) == {"TPU_ACCELERATOR_TYPE": "v6e-16", "TPU_TOPOLOGY": "4x4"}
+
+
+def test_the_autoscaler_sidecar_is_pointed_at_the_heads_own_gcs_port() -> None:
+    ports = pod_spec.PortMap({6379: 41002})
+    script = "ray kuberay-autoscaler --cluster-name c1 --cluster-namespace ray"
+    assert pod_spec.rewrite_ray_start(script, ports, ports_from(42000), head=True) == (
+        "ray kuberay-autoscaler --gcs-address=127.0.0.1:41002 --cluster-name c1 --cluster-namespace ray"
+    )

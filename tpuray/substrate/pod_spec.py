@@ -34,6 +34,8 @@ REWRITES = {
     "devices": "no TPU chips: the TPU environment GKE's device plugin gives a TPU container "
     "(TPU_ACCELERATOR_TYPE, TPU_TOPOLOGY, from its node's labels) is added; JAX runs on CPU",
     "memory": "`--object-store-memory` is capped at 100 MiB per node: the machine has 24 GiB shared",
+    "autoscaler": "`ray kuberay-autoscaler` gets `--gcs-address=127.0.0.1:<the head's GCS port>`, the address "
+    "it defaults to (<node ip>:6379) under the ports rewrite",
 }
 
 RAY_DEFAULT_PORTS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port": 10001}
@@ -141,7 +143,11 @@ def rewrite_services(text: str, resolve: Resolve) -> str:
 
 def rewrite_ray_start(script: str, ports: PortMap, free: Callable[[], int], head: bool) -> str:
     """A KubeRay container script (`ulimit -n 65536; ray start ... --block`) with the REWRITES
-    "ports", "network" and "memory" applied; anything but `ray start` is left alone."""
+    "ports", "network" and "memory" applied, or the autoscaler's with "autoscaler"; anything else
+    is left alone."""
+    if "ray kuberay-autoscaler" in script and "--gcs-address" not in script:
+        gcs = ports.get(RAY_DEFAULT_PORTS["port"], free)
+        return script.replace("ray kuberay-autoscaler", f"ray kuberay-autoscaler --gcs-address=127.0.0.1:{gcs}", 1)
     if "ray start" not in script:
         return script
     script = _PORT_FLAG.sub(lambda m: f"--{m.group(1)}={ports.get(int(m.group(2)), free)}", script)
