@@ -5,6 +5,7 @@ shaped as ray-operator v1.5.0's BuildPod writes them."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,7 +114,7 @@ def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_n
     }
     volumes = {"token": ("bind", "/w/pods/p/volumes/token"), "tmp": ("bind", "/w/pods/p/volumes/tmp"),
                "shm": ("tmpfs", "size=1048576")}  # fmt: skip
-    assert PodRunner._mounts(container, volumes).splitlines() == [
+    assert PodRunner._mounts(container, volumes, Path("/w/image-bin")).splitlines() == [
         "set -e",
         "mount -t tmpfs tmpfs /run",
         "mkdir -p /run/tpuray-volumes",
@@ -125,6 +126,7 @@ def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_n
         "mkdir -p '/tmp' && mount --bind /run/tpuray-volumes/1 '/tmp'",
         "mkdir -p '/var/run/secrets/kubernetes.io/serviceaccount' && mount --bind /run/tpuray-volumes/2 "
         "'/var/run/secrets/kubernetes.io/serviceaccount'",
+        "mount --bind '/w/image-bin' /usr/local/bin",
         "cd /home/ray",
         'exec "$@"',
     ]

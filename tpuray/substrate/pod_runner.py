@@ -33,6 +33,7 @@ from tpuray.substrate.kube import Kube
 from tpuray.substrate.netns import PodNetwork, Relay
 
 VENV_BIN = str(Path(sys.executable).parent)  # the "image": this checkout's Python environment
+IMAGE_TOOLS = ("ray", "python", "python3", "serve", "pip")  # on the image's PATH, /usr/local/bin here
 IMAGE_HOME = "/home/ray"  # rayproject/ray's user home and working directory
 
 
@@ -66,6 +67,11 @@ class PodRunner:
         self.api_port = api_port
         self.relay = Relay(network, api_port, api_port)  # the `kubernetes` Service, inside
         self.pods: dict[str, RunningPod] = {}
+        self.image_bin = workdir / "image-bin"  # bound on /usr/local/bin in every pod (REWRITES "image")
+        self.image_bin.mkdir(parents=True, exist_ok=True)
+        for tool in IMAGE_TOOLS:
+            (self.image_bin / tool).write_text(f'#!/bin/sh\nexec {VENV_BIN}/{tool} "$@"\n')
+            (self.image_bin / tool).chmod(0o755)
         self._ips = 0
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.RLock()
@@ -234,7 +240,7 @@ class PodRunner:
         args = [pod_spec.rewrite_services(a, self.service_port) for a in args]
         env = {k: pod_spec.rewrite_local(pod_spec.rewrite_services(v, self.service_port), run.ports)
                for k, v in env.items()}  # fmt: skip
-        return [*self.network.prefix(), "unshare", "--mount", "sh", "-c", self._mounts(container, volumes), "sh",
+        return [*self.network.prefix(), "unshare", "--mount", "sh", "-c", self._mounts(container, volumes, self.image_bin), "sh",
                 *args], env  # fmt: skip
 
     @staticmethod
@@ -249,7 +255,7 @@ class PodRunner:
         return {"TPU_ACCELERATOR_TYPE": shape.pod_type, "TPU_TOPOLOGY": shape.topology}
 
     @staticmethod
-    def _mounts(container: dict[str, Any], volumes: dict[str, tuple[str, str]]) -> str:
+    def _mounts(container: dict[str, Any], volumes: dict[str, tuple[str, str]], image_bin: Path) -> str:
         """The shell run in the container's private mount namespace before its command (REWRITES "volumes")."""
         lines = ["set -e", "mount -t tmpfs tmpfs /run", "mkdir -p /run/tpuray-volumes"]
         mounts = sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"])
@@ -265,7 +271,7 @@ class PodRunner:
                 lines.append(f"mkdir -p '{path}' && mount -t tmpfs {'-o ' + source if source else ''} tmpfs '{path}'")
             elif source:
                 lines.append(f"mkdir -p '{path}' && mount --bind /run/tpuray-volumes/{i} '{path}'")
-        lines += [f"cd {IMAGE_HOME}", 'exec "$@"']
+        lines += [f"mount --bind '{image_bin}' /usr/local/bin", f"cd {IMAGE_HOME}", 'exec "$@"']
         return "\n".join(lines)
 
     # -- status
