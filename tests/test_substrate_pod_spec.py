@@ -117,7 +117,8 @@ def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_n
     assert PodRunner._mounts(container, volumes, Path("/w/image-bin")).splitlines() == [
         "set -e",
         "mount -t tmpfs tmpfs /run",
-        "mkdir -p /run/tpuray-volumes",
+        "mkdir -p /run/tpuray-volumes/image",
+        "mount --bind '/w/image-bin' /run/tpuray-volumes/image",
         "mkdir -p /run/tpuray-volumes/1 && mount --bind '/w/pods/p/volumes/tmp' /run/tpuray-volumes/1",
         "mkdir -p /run/tpuray-volumes/2 && mount --bind '/w/pods/p/volumes/token' /run/tpuray-volumes/2",
         "mount -t tmpfs tmpfs /home",
@@ -126,7 +127,7 @@ def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_n
         "mkdir -p '/tmp' && mount --bind /run/tpuray-volumes/1 '/tmp'",
         "mkdir -p '/var/run/secrets/kubernetes.io/serviceaccount' && mount --bind /run/tpuray-volumes/2 "
         "'/var/run/secrets/kubernetes.io/serviceaccount'",
-        "mount --bind '/w/image-bin' /usr/local/bin",
+        "mount --bind /run/tpuray-volumes/image /usr/local/bin",
         "cd /home/ray",
         'exec "$@"',
     ]

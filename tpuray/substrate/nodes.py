@@ -20,6 +20,7 @@ start), node CPU and memory (allocatable is generous: only TPU chips are counted
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,13 +125,24 @@ def ready_status(allocatable: dict[str, str]) -> dict[str, Any]:
 
 
 def create_nodes(kube: Kube, nodes: Iterable[dict[str, Any]]) -> list[str]:
-    """Register Node objects as a kubelet would (the object, then its Ready status)."""
+    """Register Node objects as a kubelet would (the object, then its Ready status). The API
+    server's TaintNodesByCondition admission adds `node.kubernetes.io/not-ready:NoSchedule` to a
+    new node; the node lifecycle controller (kube-controller-manager, not run here) removes it once
+    the node is Ready, and so does this function, leaving the node's own taints."""
     names = []
     for node in nodes:
         status = node.get("status", {})
         created = kube.create("nodes", {k: v for k, v in node.items() if k != "status"})
-        kube.patch_status("nodes", created["metadata"]["name"], ready_status(status.get("allocatable", ROOMY)))
-        names.append(created["metadata"]["name"])
+        name = created["metadata"]["name"]
+        kube.patch_status("nodes", name, ready_status(status.get("allocatable", ROOMY)))
+        response = kube.session.patch(
+            f"{kube.url}/api/v1/nodes/{name}",
+            data=json.dumps({"spec": {"taints": node["spec"].get("taints") or None}}),
+            headers={"Content-Type": "application/merge-patch+json"},
+            timeout=10,
+        )
+        response.raise_for_status()
+        names.append(name)
     return names
 
 

@@ -51,6 +51,7 @@ class RunningPod:
     ports: pod_spec.PortMap = field(default_factory=pod_spec.PortMap)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
+    exited_at: dict[str, float] = field(default_factory=dict)
     ready: bool = False
     phase: str = "Pending"
     reported: str = ""
@@ -257,7 +258,8 @@ class PodRunner:
     @staticmethod
     def _mounts(container: dict[str, Any], volumes: dict[str, tuple[str, str]], image_bin: Path) -> str:
         """The shell run in the container's private mount namespace before its command (REWRITES "volumes")."""
-        lines = ["set -e", "mount -t tmpfs tmpfs /run", "mkdir -p /run/tpuray-volumes"]
+        lines = ["set -e", "mount -t tmpfs tmpfs /run", "mkdir -p /run/tpuray-volumes/image",
+                 f"mount --bind '{image_bin}' /run/tpuray-volumes/image"]  # fmt: skip
         mounts = sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"])
         for i, mount in enumerate(mounts):
             kind, source = volumes.get(mount["name"], ("bind", ""))
@@ -271,7 +273,7 @@ class PodRunner:
                 lines.append(f"mkdir -p '{path}' && mount -t tmpfs {'-o ' + source if source else ''} tmpfs '{path}'")
             elif source:
                 lines.append(f"mkdir -p '{path}' && mount --bind /run/tpuray-volumes/{i} '{path}'")
-        lines += [f"mount --bind '{image_bin}' /usr/local/bin", f"cd {IMAGE_HOME}", 'exec "$@"']
+        lines += ["mount --bind /run/tpuray-volumes/image /usr/local/bin", f"cd {IMAGE_HOME}", 'exec "$@"']
         return "\n".join(lines)
 
     # -- status
@@ -286,6 +288,11 @@ class PodRunner:
         codes = {name: p.poll() for name, p in procs.items()}
         for name, code in codes.items():
             if code is not None and policy == "Always":
+                # CrashLoopBackOff: 10 s, doubling, at most 300 s (the kubelet's defaults).
+                exited = run.exited_at.setdefault(name, time.monotonic())
+                if time.monotonic() - exited < min(10 * 2 ** run.restarts.get(name, 0), 300):
+                    continue
+                del run.exited_at[name]
                 container = next(c for c in pod["spec"]["containers"] if c["name"] == name)
                 volumes = self._volumes(pod, run)
                 full = {**pod, "status": {**pod["status"], "podIP": run.ip}}
