@@ -50,8 +50,9 @@ class JointSubstrate:
             raise
         return self
 
-    def add_nodes(self, pools: list[nodes.SlicePool]) -> list[str]:
-        return nodes.install(self.kube, pools, SYSTEM_POOL)
+    def add_nodes(self, pools: list[nodes.SlicePool], system: bool = False) -> list[str]:
+        """Nodes of scripted slices (and, the first time, the system pool's node)."""
+        return nodes.install(self.kube, pools, SYSTEM_POOL if system else None)
 
     def publish_root_ca(self, namespace: str) -> None:
         """kube-controller-manager's root-ca-cert-publisher: the kube-root-ca.crt ConfigMap."""

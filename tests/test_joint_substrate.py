@@ -47,7 +47,7 @@ def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstra
     joint = JointSubstrate.start(CRD_FILES, tmp_path_factory.mktemp("substrate"))
     try:
         # dev's class: spot then on-demand v6e 4x4. Spot has one slice, on-demand none.
-        joint.add_nodes([nodes.SlicePool("v6e-dev", V6E_4X4, capacity.SPOT, 1)])
+        joint.add_nodes([nodes.SlicePool("v6e-dev", V6E_4X4, capacity.SPOT, 1)], system=True)
         for obj in manifests(mocked("dev")):
             if obj["kind"] == "Namespace":
                 joint.plane.ensure_namespace(obj["metadata"]["name"])

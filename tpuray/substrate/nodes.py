@@ -146,9 +146,9 @@ def create_nodes(kube: Kube, nodes: Iterable[dict[str, Any]]) -> list[str]:
     return names
 
 
-def install(kube: Kube, pools: Iterable[SlicePool], system_pool: str) -> list[str]:
-    """Every scripted slice's nodes, plus one system node; the names created."""
-    nodes = [system_node(system_pool)]
+def install(kube: Kube, pools: Iterable[SlicePool], system_pool: str | None = None) -> list[str]:
+    """Every scripted slice's nodes, plus one system node when `system_pool` is named; the names created."""
+    nodes = [system_node(system_pool)] if system_pool else []
     for pool in pools:
         for index in range(pool.slices):
             nodes += slice_nodes(pool, index)
