@@ -50,6 +50,7 @@ class RunningPod:
     dir: Path
     ports: pod_spec.PortMap = field(default_factory=pod_spec.PortMap)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    init: subprocess.Popen | None = None  # the init container running now
     restarts: dict[str, int] = field(default_factory=dict)
     exited_at: dict[str, float] = field(default_factory=dict)
     ready: bool = False
@@ -160,10 +161,14 @@ class PodRunner:
 
     def _launch(self, pod: dict[str, Any], run: RunningPod, inits: list, commands: list) -> None:
         for container, (argv, env) in inits:
-            proc = self._spawn(run, container["name"], argv, env)
-            if proc.wait() != 0 or run.stopping:
+            with self._lock:
+                if run.stopping:
+                    return
+                run.init = self._spawn(run, container["name"], argv, env)
+            if run.init.wait() != 0 or run.stopping:
                 run.phase = "Failed"
                 return
+        run.init = None
         with self._lock:
             if run.stopping:
                 return
@@ -344,7 +349,7 @@ class PodRunner:
     def _terminate(self, run: RunningPod, grace_s: int, final_delete: bool) -> None:
         """SIGTERM to every process of the pod, SIGKILL to those left after `grace_s`."""
         with self._lock:
-            procs = list(run.procs.values())
+            procs = [*run.procs.values(), *([run.init] if run.init else [])]
         tree = []
         for proc in procs:
             with contextlib.suppress(psutil.Error):
