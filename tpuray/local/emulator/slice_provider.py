@@ -94,8 +94,12 @@ class SliceProvider(FakeMultiNodeProvider):
         group = tags[TAG_RAY_USER_NODE_TYPE]
         template, tiers = self._groups[group]
         # `count` is in hosts (the autoscaler's nodes); a replica is a whole slice, so whole
-        # replicas, rounded up (KubeRay's v2 provider divides by numOfHosts the same way:
-        # ray/autoscaler/v2/instance_manager/cloud_providers/kuberay/cloud_provider.py).
+        # replicas, rounded up. Ray's own KubeRay provider does NOT: it patches
+        # `num_workers // numOfHosts` replicas (ray/autoscaler/v2/instance_manager/cloud_providers/
+        # kuberay/cloud_provider.py, `_submit_scale_request`), so a demand for fewer hosts than a
+        # slice patches nothing on KubeRay; tests/test_joint_autoscaler.py shows it with Ray's
+        # provider against the real operator. This provider is what the issue-33 joint substrate
+        # (tpuray/substrate/) is to replace.
         replicas = max(1, -(-count // template.shape.hosts))
         with self.lock:
             for _ in range(replicas):
