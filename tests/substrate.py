@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.control_plane import ControlPlane
+from tests.leftovers import SESSION_ENV
 from tpuray.substrate import controllers, nodes, scheduler
 from tpuray.substrate.kube import Kube
 from tpuray.substrate.netns import PodNetwork
@@ -33,7 +35,8 @@ class JointSubstrate:
         self.webhook.register()
         self.network = PodNetwork()
         api_port = int(plane.url.rsplit(":", 1)[1])
-        self.runner = PodRunner(self.kube, workdir, self.network, api_port, Path(plane.serving_cert))
+        marks = {SESSION_ENV: os.environ[SESSION_ENV]} if SESSION_ENV in os.environ else {}
+        self.runner = PodRunner(self.kube, workdir, self.network, api_port, Path(plane.serving_cert), marks)
         self.proxy = ServiceProxy(self.network, self.runner.resolve)
         self.errors: list[str] = []
         self._stop = threading.Event()

@@ -64,8 +64,19 @@ def _now() -> str:
 
 
 class PodRunner:
-    def __init__(self, kube: Kube, workdir: Path, network: PodNetwork, api_port: int, ca_file: Path):
+    def __init__(
+        self,
+        kube: Kube,
+        workdir: Path,
+        network: PodNetwork,
+        api_port: int,
+        ca_file: Path,
+        marks: dict[str, str] | None = None,
+    ):
+        """`marks`: bookkeeping variables added to every container's environment, never read by a
+        pod (the test session's token, which tests/leftovers.py looks for in processes left behind)."""
         self.kube, self.workdir, self.network, self.ca_file = kube, workdir, network, ca_file
+        self.marks = dict(marks or {})
         self.api_port = api_port
         self.relay = Relay(network, api_port, api_port)  # the `kubernetes` Service, inside
         self.pods: dict[str, RunningPod] = {}
@@ -238,6 +249,7 @@ class PodRunner:
             "KUBERNETES_SERVICE_PORT_HTTPS": str(self.api_port),
             "KUBERNETES_PORT": f"tcp://127.0.0.1:{self.api_port}",
             **self._device_env(pod, container),
+            **self.marks,
         }
         env = pod_spec.container_env(pod, container, base)
         args = pod_spec.argv(container, env)
