@@ -1,5 +1,5 @@
 """The joint substrate (issue 33): the real API server and KubeRay operator of tests/control_plane.py,
-with the stand-ins of tpuray/substrate/ around them: emulated GKE nodes, the scheduler step, the TPU
+with the stand-ins of tpuray/local/substrate/ around them: emulated GKE nodes, the scheduler step, the TPU
 webhook (served as a mutating admission webhook), the pod runner, the Job controller and GC, and
 the service proxy the operator reaches Ray dashboards through. `step()` runs every loop once;
 `start_loop()` runs them every `period_s` in a thread until `stop()`.
@@ -17,12 +17,12 @@ from typing import Any
 
 from tests.control_plane import ControlPlane
 from tests.leftovers import SESSION_ENV
-from tpuray.substrate import controllers, nodes, scheduler
-from tpuray.substrate.kube import Kube
-from tpuray.substrate.netns import PodNetwork
-from tpuray.substrate.pod_runner import PodRunner
-from tpuray.substrate.service_proxy import ServiceProxy
-from tpuray.substrate.webhook_server import WebhookServer
+from tpuray.local.substrate import controllers, nodes, scheduler
+from tpuray.local.substrate.kube import Kube
+from tpuray.local.substrate.netns import PodNetwork
+from tpuray.local.substrate.pod_runner import PodRunner
+from tpuray.local.substrate.service_proxy import ServiceProxy
+from tpuray.local.substrate.webhook_server import WebhookServer
 
 SYSTEM_POOL = "ray-system"  # the stacks' CPU pool for Ray heads (tpuray.dev/pool)
 

@@ -23,8 +23,8 @@ from tests.control_plane import tools_missing
 from tests.substrate import JointSubstrate
 from tests.test_control_plane import CRD_FILES
 from tpuray import capacity, catalog
-from tpuray.render import manifests
-from tpuray.substrate import nodes, scheduler
+from tpuray.local.substrate import nodes, scheduler
+from tpuray.preview.render import manifests
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 

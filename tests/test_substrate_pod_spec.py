@@ -1,4 +1,4 @@
-"""What the pod runner makes of a container the KubeRay operator wrote (tpuray/substrate/pod_spec.py,
+"""What the pod runner makes of a container the KubeRay operator wrote (tpuray/local/substrate/pod_spec.py,
 pod_runner.py): the kubelet's env and argv work, and each rewrite it lists, on literal containers
 shaped as ray-operator v1.5.0's BuildPod writes them."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tpuray.substrate import pod_spec
-from tpuray.substrate.pod_runner import PodRunner
+from tpuray.local.substrate import pod_spec
+from tpuray.local.substrate.pod_runner import PodRunner
 
 POD: dict[str, Any] = {
     "metadata": {

@@ -1,4 +1,4 @@
-"""The emulated GKE nodes and the scheduler stand-in (tpuray/substrate/nodes.py, scheduler.py),
+"""The emulated GKE nodes and the scheduler stand-in (tpuray/local/substrate/nodes.py, scheduler.py),
 on literal pods shaped as the KubeRay operator and the TPU webhook make them."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 from conftest import mocked
 
 from tpuray import capacity, catalog
-from tpuray.render import manifests
-from tpuray.substrate import nodes, scheduler
+from tpuray.local.substrate import nodes, scheduler
+from tpuray.preview.render import manifests
 
 V6E_4X4 = catalog.lookup("v6e", "4x4")
 V5E_4X4 = catalog.lookup("v5e", "4x4")

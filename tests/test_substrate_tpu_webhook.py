@@ -1,4 +1,4 @@
-"""The TPU webhook stand-in (tpuray/substrate/tpu_webhook.py) held to upstream's own tests: one
+"""The TPU webhook stand-in (tpuray/local/substrate/tpu_webhook.py) held to upstream's own tests: one
 test per case of ai-on-gke/kuberay-tpu-webhook webhook_main_test.go (commit ef658db45757) for the
 functions ported, named after the Go test and case, with upstream's expected values written out."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tpuray.substrate import tpu_webhook as wh
-from tpuray.substrate.tpu_webhook import Slice, WebhookError
+from tpuray.local.substrate import tpu_webhook as wh
+from tpuray.local.substrate.tpu_webhook import Slice, WebhookError
 
 C, G, NS = "test-cluster", "test-group", "test-namespace"
 

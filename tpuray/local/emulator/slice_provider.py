@@ -99,7 +99,7 @@ class SliceProvider(FakeMultiNodeProvider):
         # kuberay/cloud_provider.py, `_submit_scale_request`), so a demand for fewer hosts than a
         # slice patches nothing on KubeRay; tests/test_joint_autoscaler.py shows it with Ray's
         # provider against the real operator. This provider is what the issue-33 joint substrate
-        # (tpuray/substrate/) is to replace.
+        # (tpuray/local/substrate/) is to replace.
         replicas = max(1, -(-count // template.shape.hosts))
         with self.lock:
             for _ in range(replicas):

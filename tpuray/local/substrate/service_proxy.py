@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from tpuray.substrate.netns import PodNetwork
+from tpuray.local.substrate.netns import PodNetwork
 
 Resolver = Callable[[str, int], int | None]  # (host, port) -> the port inside the namespace
 HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer",

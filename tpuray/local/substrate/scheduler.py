@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tpuray import capacity, catalog, labels
-from tpuray.substrate.kube import Kube
-from tpuray.substrate.nodes import EMULATED_TIER, GKE_NODEPOOL
+from tpuray.local.substrate.kube import Kube
+from tpuray.local.substrate.nodes import EMULATED_TIER, GKE_NODEPOOL
 
 REPLICA_INDEX = "replicaIndex"  # the TPU webhook's label (legacy; ai-on-gke/kuberay-tpu-webhook main.go)
 REPLICA_NAME = "ray.io/worker-group-replica-name"  # KubeRay >= 1.5 with RayMultiHostIndexing

@@ -14,7 +14,7 @@ import contextlib
 import time
 from typing import Any
 
-from tpuray.substrate.kube import Kube
+from tpuray.local.substrate.kube import Kube
 
 OWNER_KINDS = {"RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}",
                "Job": "apis/batch/v1/namespaces/{ns}/jobs/{name}"}  # fmt: skip

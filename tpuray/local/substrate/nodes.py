@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuray import capacity, catalog, labels
-from tpuray.substrate.kube import Kube
+from tpuray.local.substrate.kube import Kube
 
 GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"

@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-from tpuray.substrate import tpu_webhook
-from tpuray.substrate.kube import Kube
+from tpuray.local.substrate import tpu_webhook
+from tpuray.local.substrate.kube import Kube
 
 CONFIG_NAME = "kuberay-tpu-mutating-webhook-cfg"
 

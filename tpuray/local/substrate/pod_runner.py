@@ -27,10 +27,10 @@ from typing import Any
 import psutil
 
 from tpuray import catalog, labels
-from tpuray.emulator.processes import _free_port
-from tpuray.substrate import pod_spec
-from tpuray.substrate.kube import Kube
-from tpuray.substrate.netns import PodNetwork, Relay
+from tpuray.local.emulator.processes import _free_port
+from tpuray.local.substrate import pod_spec
+from tpuray.local.substrate.kube import Kube
+from tpuray.local.substrate.netns import PodNetwork, Relay
 
 VENV_BIN = str(Path(sys.executable).parent)  # the "image": this checkout's Python environment
 IMAGE_TOOLS = ("ray", "python", "python3", "serve", "pip")  # on the image's PATH, /usr/local/bin here
