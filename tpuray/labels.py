@@ -15,8 +15,27 @@ RAY_TPU_POD_TYPE = "ray.io/tpu-pod-type"
 RAY_ACCELERATOR_TYPE = "ray.io/accelerator-type"
 # KubeRay's label naming a pod's RayCluster (what a RayJob's clusterSelector matches).
 RAY_CLUSTER = "ray.io/cluster"
+# KubeRay's other pod labels (ray-operator v1.5.0 utils/constant.go): the worker group, head or
+# worker, and (RayMultiHostIndexing) a multi-host replica's index, unique name and host index.
+RAY_GROUP = "ray.io/group"
+RAY_NODE_TYPE = "ray.io/node-type"
+RAY_REPLICA_INDEX = "ray.io/worker-group-replica-index"
+RAY_REPLICA_NAME = "ray.io/worker-group-replica-name"
+RAY_HOST_INDEX = "ray.io/replica-host-index"
+# The GKE TPU webhook's replica label, `<group>-<replica index>` (ai-on-gke/kuberay-tpu-webhook),
+# which Ray's KubeRay autoscaler provider groups a multi-host replica's pods by.
+TPU_WEBHOOK_REPLICA = "replicaIndex"
 # KubeRay annotation: how long a RayCluster may stay initializing.
 RAY_INITIALIZING_TIMEOUT = "ray.io/initializing-timeout"
+
+# Kubernetes and GKE node labels: a node's GKE node pool (one per multi-host TPU slice), its
+# machine type and name (well-known labels).
+GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
+NODE_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+NODE_HOSTNAME = "kubernetes.io/hostname"
+# Joint-substrate bookkeeping on emulated nodes (tpuray/local/substrate/nodes.py), never on GKE.
+EMULATED_TIER = "tpuray.dev/emulated-tier"
+EMULATED_RESERVATION = "tpuray.dev/emulated-reservation"
 
 # Kubernetes node selectors.
 GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"

@@ -29,12 +29,12 @@ from typing import Any
 from tpuray import capacity, catalog, labels
 from tpuray.local.substrate.kube import Kube
 
-GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-HOSTNAME = "kubernetes.io/hostname"
+GKE_NODEPOOL = labels.GKE_NODEPOOL
+INSTANCE_TYPE = labels.NODE_INSTANCE_TYPE
+HOSTNAME = labels.NODE_HOSTNAME
 TPU_TAINT = {"key": labels.TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
-EMULATED_TIER = "tpuray.dev/emulated-tier"
-EMULATED_RESERVATION = "tpuray.dev/emulated-reservation"
+EMULATED_TIER = labels.EMULATED_TIER
+EMULATED_RESERVATION = labels.EMULATED_RESERVATION
 # What every emulated node can hold besides TPU chips: more than any test asks (not modelled).
 ROOMY = {"cpu": "1000", "memory": "4Ti", "pods": "110", "ephemeral-storage": "1Ti"}
 

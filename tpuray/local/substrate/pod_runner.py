@@ -253,7 +253,7 @@ class PodRunner:
         }
         env = pod_spec.container_env(pod, container, base)
         args = pod_spec.argv(container, env)
-        head = (pod["metadata"].get("labels") or {}).get("ray.io/node-type") == "head"
+        head = (pod["metadata"].get("labels") or {}).get(labels.RAY_NODE_TYPE) == "head"
         args = [pod_spec.rewrite_ray_start(a, run.ports, _free_port, head) for a in args]
         args = [pod_spec.rewrite_services(a, self.service_port) for a in args]
         env = {k: pod_spec.rewrite_local(pod_spec.rewrite_services(v, self.service_port), run.ports)

@@ -26,9 +26,9 @@ from tpuray import capacity, catalog, labels
 from tpuray.local.substrate.kube import Kube
 from tpuray.local.substrate.nodes import EMULATED_TIER, GKE_NODEPOOL
 
-REPLICA_INDEX = "replicaIndex"  # the TPU webhook's label (legacy; ai-on-gke/kuberay-tpu-webhook main.go)
-REPLICA_NAME = "ray.io/worker-group-replica-name"  # KubeRay >= 1.5 with RayMultiHostIndexing
-HOST_INDEX = "ray.io/replica-host-index"
+REPLICA_INDEX = labels.TPU_WEBHOOK_REPLICA
+REPLICA_NAME = labels.RAY_REPLICA_NAME
+HOST_INDEX = labels.RAY_HOST_INDEX
 UNRANKED = 1_000
 
 

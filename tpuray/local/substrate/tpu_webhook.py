@@ -27,15 +27,15 @@ from typing import Any
 from tpuray import labels
 
 TPU_RESOURCE = labels.TPU_RESOURCE
-LEGACY_REPLICA_INDEX = "replicaIndex"
-RAY_CLUSTER = "ray.io/cluster"
-RAY_GROUP = "ray.io/group"
-REPLICA_INDEX = "ray.io/worker-group-replica-index"
-HOST_INDEX = "ray.io/replica-host-index"
-REPLICA_NAME = "ray.io/worker-group-replica-name"
+LEGACY_REPLICA_INDEX = labels.TPU_WEBHOOK_REPLICA
+RAY_CLUSTER = labels.RAY_CLUSTER
+RAY_GROUP = labels.RAY_GROUP
+REPLICA_INDEX = labels.RAY_REPLICA_INDEX
+HOST_INDEX = labels.RAY_HOST_INDEX
+REPLICA_NAME = labels.RAY_REPLICA_NAME
 HEADLESS_SUFFIX = "headless"  # KubeRay utils.HeadlessServiceSuffix
 MEGASCALE_PORT_BASE = 8081
-GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
+GKE_NODEPOOL = labels.GKE_NODEPOOL
 
 Patch = dict[str, Any]
 

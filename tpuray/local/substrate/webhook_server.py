@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+from tpuray import labels
 from tpuray.local.substrate import tpu_webhook
 from tpuray.local.substrate.kube import Kube
 
@@ -45,7 +46,8 @@ def review_response(kube: Kube, review: dict[str, Any]) -> dict[str, Any]:
     try:
         existing = []
         if tpu_webhook.container_requesting_tpus(*(pod["spec"].get("containers") or [])):
-            selector = f"ray.io/cluster={pod_labels.get('ray.io/cluster', '')},ray.io/group={pod_labels.get('ray.io/group', '')}"
+            cluster, group = pod_labels.get(labels.RAY_CLUSTER, ""), pod_labels.get(labels.RAY_GROUP, "")
+            selector = f"{labels.RAY_CLUSTER}={cluster},{labels.RAY_GROUP}={group}"
             existing = kube.list("pods", pod["metadata"]["namespace"], selector)
         patches = tpu_webhook.mutate_pod(pod, existing)
     except tpu_webhook.WebhookError as err:
