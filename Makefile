@@ -27,6 +27,10 @@ $(STAMP): $(LOCKS) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet "$$(grep '^uv==' requirements-dev.lock)"
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python $(LOCKS)
+	# A venv made before python-hcl2 left the dev lock: removing it took the files of the `hcl2`
+	# module it shared with bc-python-hcl2, which the sync then counts as installed.
+	$(BIN)/python -c "import hcl2.api" 2>/dev/null || $(BIN)/uv pip install --quiet --reinstall --no-deps \
+	  --python $(BIN)/python "$$(grep '^bc-python-hcl2==' requirements.lock)"
 	$(BIN)/uv pip install --quiet --no-deps --python $(BIN)/python -e .
 	touch $(STAMP)
 
