@@ -35,6 +35,9 @@ def last_result(output: str) -> dict[str, Any] | None:
 # emulated host by `tpuray local up`, never on GKE (ray_apps.runtime.filesystem).
 STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 
+BATCH_POLICIES = ("per-slice", "global")
+NOTICE_POLICIES = ("checkpoint", "ignore")
+
 Device = Literal["tpu", "emulated", "cpu"]
 DEVICES: tuple[str, ...] = ("tpu", "emulated", "cpu")
 
@@ -55,7 +58,27 @@ class TrainArgs:
     topology: str | None = field(default=None, metadata=_flag("slice topology, e.g. 4x4"))
     hosts_per_slice: int = 1
     chips_per_host: int = 0
-    slices: int = 1
+    slices: int = field(default=1, metadata=_flag("slices of the run; with --min-slices the most it grows to"))
+    # Elastic training (Ray Train v2's ScalingConfig(num_workers=(min, max)), whole slices only):
+    # the run keeps going on as few as --min-slices slices and grows back to --slices.
+    min_slices: int | None = field(
+        default=None, metadata=_flag("elastic: the fewest slices the run keeps training on", type=int)
+    )
+    batch_policy: str | None = field(
+        default=None,
+        metadata=_flag(
+            "elastic: per-slice (each host keeps --batch-size; the global batch shrinks with the slices) "
+            "or global (the global batch of --slices slices is kept with gradient accumulation)",
+            choices=BATCH_POLICIES,
+        ),
+    )
+    # How often a running elastic group looks for slices that came back (Ray's default: 60 s).
+    resize_interval_s: float = field(default=60.0, metadata=_flag("elastic: seconds between checks to grow"))
+    # checkpoint: on Ray's preemption notice (a drained node), save a checkpoint at once;
+    # ignore: rely on the periodic checkpoints only (the behaviour before the notice was used).
+    preemption_notice: str = field(
+        default="checkpoint", metadata=_flag("what a preemption notice does", choices=NOTICE_POLICIES)
+    )
     steps: int = 200
     checkpoint_every: int = 20
     max_failures: int = 3
@@ -76,6 +99,9 @@ class TrainArgs:
     watchdog_factor: float = field(default=10.0, metadata=_flag("a step may take this many median steps"))
     watchdog_floor_s: float = field(default=900.0, metadata=_flag("... but never less than this"))
     watchdog_startup_s: float = field(default=1800.0, metadata=_flag("limit before an attempt's first step"))
+    # The emulator's MLP steps in milliseconds, a real model's TPU step in about a second: a floor
+    # on the step time lets an emulated run show the goodput of a real one (benchmarks, tests).
+    min_step_s: float = field(default=0.0, metadata=_flag("emulation: each step takes at least this long"))
     address: str | None = field(
         default=None, metadata=_flag("Ray address (default: RAY_ADDRESS, else local 127.0.0.1)")
     )
@@ -114,6 +140,16 @@ class TrainArgs:
             raise ValueError("--steps, --checkpoint-every and --batch-size must be >= 1")
         if self.slice_deadline_s <= 0:
             raise ValueError("--slice-deadline-s must be > 0")
+        if self.min_slices is not None and not 1 <= self.min_slices <= self.slices:
+            raise ValueError(f"--min-slices {self.min_slices} must be between 1 and --slices {self.slices}")
+        if self.batch_policy not in (None, *BATCH_POLICIES):
+            raise ValueError(f"--batch-policy must be one of {BATCH_POLICIES}, got {self.batch_policy!r}")
+        if self.preemption_notice not in NOTICE_POLICIES:
+            raise ValueError(f"--preemption-notice must be one of {NOTICE_POLICIES}, got {self.preemption_notice!r}")
+        if self.min_step_s < 0:
+            raise ValueError(f"--min-step-s {self.min_step_s:g} must be >= 0")
+        if self.resize_interval_s < 0:
+            raise ValueError(f"--resize-interval-s {self.resize_interval_s:g} must be >= 0")
         self.chain()  # a malformed --fallback-shapes fails here, naming the step
 
     @classmethod
@@ -133,6 +169,16 @@ class TrainArgs:
     def num_workers(self) -> int:
         # One Train worker per TPU VM host; on cpu the same count of plain workers.
         return self.hosts_per_slice * self.slices
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_slices is not None and self.min_slices < self.slices
+
+    @property
+    def worker_range(self) -> tuple[int, int]:
+        """(min, max) Train workers: whole slices of hosts_per_slice workers each."""
+        low = self.min_slices if self.min_slices is not None else self.slices
+        return self.hosts_per_slice * low, self.num_workers
 
     def to_argv(self, names: tuple[str, ...] | None = None) -> list[str]:
         """["--flag", "value", ...] for the named fields (default: every field with a flag that is
@@ -162,6 +208,8 @@ RENDERED_TRAIN_FLAGS = (
     "watchdog_floor_s",
     "device",
     "fallback_shapes",
+    "min_slices",  # the elastic ones: rendered only for a slice range
+    "batch_policy",
 )
 # The flags that say which slice the job runs on (what the emulator rewrites to its own slice).
 SHAPE_FLAGS = ("accelerator_type", "topology", "hosts_per_slice", "chips_per_host")

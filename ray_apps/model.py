@@ -99,6 +99,33 @@ def make_train_step(
     return step
 
 
+def make_accumulating_step(
+    optimizer: optax.GradientTransformation,
+) -> Callable[[Params, Any, Sequence[tuple[jax.Array, jax.Array]]], tuple[Params, Any, jax.Array]]:
+    """One optimizer update from several micro-batches, their gradients averaged: an elastic run
+    that keeps its global batch on fewer slices (batch policy `global`) takes more of them."""
+    grad = jax.jit(jax.value_and_grad(mse_loss))
+
+    @jax.jit
+    def update(params: Params, opt_state: Any, grads: Any) -> tuple[Params, Any]:
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    def step(
+        params: Params, opt_state: Any, batches: Sequence[tuple[jax.Array, jax.Array]]
+    ) -> tuple[Params, Any, jax.Array]:
+        losses, total = [], None
+        for x, y in batches:
+            loss, g = grad(params, x, y)
+            losses.append(loss)
+            total = g if total is None else jax.tree_util.tree_map(jnp.add, total, g)
+        k = len(batches)
+        params, opt_state = update(params, opt_state, jax.tree_util.tree_map(lambda a: a / k, total))
+        return params, opt_state, sum(losses) / k
+
+    return step
+
+
 def to_host(tree: Any) -> Any:
     """Pull a (replicated) pytree back to numpy on this host.
 

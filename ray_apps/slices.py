@@ -164,14 +164,23 @@ def _holders_per_node() -> dict[str, list[str]]:
     return holders
 
 
-def slice_inventory() -> list[SliceView]:
-    """Every TPU slice Ray knows, with each live host's labels and free resources."""
+def draining_nodes() -> dict[str, int]:
+    """Ray Core's draining nodes, {node id: deadline in unix ms, 0 for none}: a host under a
+    preemption or maintenance notice (GCS DrainNode; Ray Train's PreemptionWatcher reads the same)."""
+    return dict(ray._private.state.state.get_draining_nodes() or {})
+
+
+def slice_inventory(include_draining: bool = False) -> list[SliceView]:
+    """Every TPU slice Ray knows, with each live host's labels and free resources. A host being
+    drained (its notice given) is left out unless `include_draining`: it is going away, so its
+    slice is no longer whole for a new gang, though it is still held until it goes."""
     available = _available_per_node()
     holders = _holders_per_node()
+    draining = {} if include_draining else draining_nodes()
     by_slice: dict[str, list[HostView]] = {}
     for node in ray.nodes():
         labels = node.get("Labels") or {}
-        if not node.get("Alive") or SLICE_NAME not in labels:
+        if not node.get("Alive") or SLICE_NAME not in labels or node["NodeID"] in draining:
             continue
         node_id = node["NodeID"]
         by_slice.setdefault(labels[SLICE_NAME], []).append(

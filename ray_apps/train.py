@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ray_apps import checkpoints, code_identity, contracts
+from ray_apps import checkpoints, code_identity, contracts, elastic, goodput
 from ray_apps.contracts import RESULT_PREFIX, Device
 from ray_apps.runtime import custom_filesystem, ensure_ray, filesystem, join
 from ray_apps.watchdog import StepMetrics, StepWatchdog, WatchdogConfig, create_board
@@ -87,14 +87,19 @@ def worker_env(device: Device) -> dict[str, str]:
 def build_scaling_config(args: TrainArgs) -> Any:
     from ray.train import ScalingConfig
 
+    # Elastic: (min, max) workers, whole slices only (ray_apps/elastic.py).
+    interval = {"elastic_resize_monitor_interval_s": args.resize_interval_s} if args.elastic else {}
     if args.device == "cpu":
-        return ScalingConfig(num_workers=args.num_workers, use_tpu=False, resources_per_worker={"CPU": 1})
+        return ScalingConfig(
+            num_workers=elastic.scaling_workers(args), use_tpu=False, resources_per_worker={"CPU": 1}, **interval
+        )
     return ScalingConfig(
-        num_workers=args.num_workers,
+        num_workers=elastic.scaling_workers(args),
         use_tpu=True,
         topology=args.topology,
         accelerator_type=args.accelerator_type,
         resources_per_worker={"TPU": args.chips_per_host},
+        **interval,
     )
 
 
@@ -106,7 +111,9 @@ def build_run_config(args: TrainArgs) -> Any:
         name=args.run_name,
         storage_path=path,
         storage_filesystem=fs,
-        failure_config=FailureConfig(max_failures=args.max_failures),
+        # A preemption (a drained node) restarts on the preemption budget, SETTLE_S after its
+        # deadline so the restart no longer counts the drained slice (ray_apps/elastic.py).
+        failure_config=FailureConfig(max_failures=args.max_failures, preemption_grace_s=elastic.SETTLE_S),
         # Keep a few: Serve and resumption only need the latest; older ones help debugging.
         checkpoint_config=CheckpointConfig(num_to_keep=5),
         worker_runtime_env={"env_vars": worker_env(args.device)},
@@ -128,8 +135,14 @@ def slice_guard(args: TrainArgs) -> Any:
     )
 
 
-def loop_config(args: TrainArgs, stats: dict[str, Any], board: Any = None) -> dict[str, Any]:
+def loop_config(args: TrainArgs, stats: dict[str, Any], board: Any = None, recorder: Any = None) -> dict[str, Any]:
     return {
+        "hosts_per_slice": args.hosts_per_slice,
+        "max_slices": args.slices,
+        "batch_policy": args.batch_policy,
+        "preemption_notice": args.preemption_notice,
+        "recorder": recorder,
+        "min_step_s": args.min_step_s,
         "device": args.device,
         "steps": args.steps,
         "checkpoint_every": args.checkpoint_every,
@@ -307,6 +320,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     from ray_apps import model as m
     from ray_apps.features import FeatureStats
 
+    started_at = time.time()
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     # First, before anything touches a JAX backend: the shard call waits until every rank has
@@ -348,13 +362,17 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         resumed_from = None
     attempt = len(state.attempts) + 1
     placement = {**_placement(rank), "jax_processes": jax.process_count()}
+    slices_now = elastic.slices_in(world, config.get("hosts_per_slice", world))
+    accumulate = elastic.accumulation(config.get("batch_policy"), config.get("max_slices", slices_now), slices_now)
     state.attempts.append(
         {
             "attempt": attempt,
             "start_step": state.step + 1,
             "resumed_from": resumed_from,
             "slice": placement["slice"],  # rank 0's; every rank's is in placement/
-            "started_at": time.time(),
+            "slices": slices_now,
+            "accumulation": accumulate,
+            "started_at": started_at,
         }
     )
     _record_placement(config, attempt, {**placement, "start_step": state.step + 1})
@@ -364,8 +382,11 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         )
 
     watchdog = _start_watchdog(config, rank, world, attempt, placement, state.step + 1)
-    train_step = m.make_train_step(optimizer)
-    global_batch = config["batch_size"] * jax.process_count()
+    train_step = m.make_train_step(optimizer) if accumulate == 1 else m.make_accumulating_step(optimizer)
+    global_batch = config["batch_size"] * jax.process_count() * accumulate
+    progress = elastic.Progress(config.get("recorder") if rank == 0 else None, attempt, slices_now, started_at)
+    progress.span("attempt", started_at, started_at)
+    notice = elastic.Notice(config.get("preemption_notice", "checkpoint") == "checkpoint")
     params = opt_state = None
     batches = _epochs(shard, config["batch_size"], data_lib.iterate)
     window_t0, window_first = time.perf_counter(), state.step + 1
@@ -373,7 +394,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     try:
         while state.step < config["steps"]:
+            step_t0 = time.time()
             epoch, batch = next(batches)
+            micro = [batch] + [next(batches)[1] for _ in range(accumulate - 1)]
             _maybe_stall(config, state.step + 1, rank)
             # Entering the step (and its all-reduce): a rank that never gets here is the straggler.
             watchdog.started(state.step + 1)
@@ -388,13 +411,22 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
                 params = jax.tree_util.tree_map(put, state.params)
                 opt_state = jax.tree_util.tree_map(put, state.opt_state(optimizer))
-            params, opt_state, loss = train_step(params, opt_state, batch["x"], batch["y"])
-            state.step += 1
+            if accumulate == 1:
+                params, opt_state, loss = train_step(params, opt_state, batch["x"], batch["y"])
+            else:
+                params, opt_state, loss = train_step(params, opt_state, [(b["x"], b["y"]) for b in micro])
             loss_value = float(loss)
+            if (pad := config.get("min_step_s", 0.0) - (time.time() - step_t0)) > 0:
+                time.sleep(pad)  # --min-step-s: an emulated step as long as a real one
+            state.step += 1
             state.history.append({"step": state.step, "loss": loss_value, "attempt": attempt, "time": time.time()})
+            progress.span("step", step_t0, time.time(), state.step)
             _maybe_inject_failure(config, state.step, rank)
+            # Every rank asks (a barrier): a drained node of this group means save now.
+            noticed = notice.due()
 
-            if state.step % config["checkpoint_every"] == 0 or state.step == config["steps"]:
+            if noticed or state.step % config["checkpoint_every"] == 0 or state.step == config["steps"]:
+                ckpt_t0 = time.time()
                 elapsed = time.perf_counter() - window_t0
                 n_steps = state.step - window_first + 1
                 metrics = {
@@ -404,6 +436,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                     "window": [window_first, state.step],
                     "epoch": epoch,
                     "attempt": attempt,
+                    "slices": slices_now,
                 }
                 name = checkpoints.checkpoint_dir_name(state.step)
                 if rank == 0:
@@ -411,6 +444,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                         f"step {state.step} loss {loss_value:.5f} samples/s {metrics['samples_per_s']:.0f}", flush=True
                     )
                     state.params = m.to_host(params)
+                    if noticed:  # recorded before the save, so the checkpoint carries it
+                        state.attempts[-1]["notice"] = {**(notice.seen or {}), "step": state.step}
                     with tempfile.TemporaryDirectory(prefix="tpuray-ckpt-") as tmp:
                         m.save_checkpoint(tmp, state, opt_state)
                         ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp), checkpoint_dir_name=name)
@@ -418,6 +453,13 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                         watchdog.metrics.checkpointed(time.time())
                 else:
                     ray.train.report(metrics, checkpoint_dir_name=name)
+                ckpt_t1 = time.time()
+                progress.span("checkpoint", ckpt_t0, ckpt_t1, state.step, reason="notice" if noticed else "periodic")
+                if noticed:
+                    record = notice.saved(state.step, ckpt_t0, ckpt_t1)
+                    progress.span("notice", record.pop("detected_at"), ckpt_t1, record.pop("step"), **record)
+                    if rank == 0:
+                        print(f"tpuray notice: checkpoint at step {state.step} saved {record}", flush=True)
                 window_t0, window_first = time.perf_counter(), state.step + 1
             watchdog.completed(state.step)
     finally:
@@ -490,9 +532,11 @@ def run(args: TrainArgs) -> dict[str, Any]:
         print(f"resuming run {args.run_name} from {latest[0]} (step {latest[1]})")
     ds, stats = data_lib.build_dataset(args.data_uri, args.data_format, stats)  # type: ignore[arg-type]
     board = create_board(args.run_name)  # every rank's progress, for the step watchdog
+    # Rank 0's steps and checkpoints and the run's whole slices over time (ray_apps/goodput.py).
+    recorder = goodput.start_recorder(args.run_name, elastic.whole_slice_counter(args))
     trainer = JaxTrainer(
         train_loop_per_worker,
-        train_loop_config=loop_config(args, stats.to_dict(), board),
+        train_loop_config=loop_config(args, stats.to_dict(), board, recorder),
         scaling_config=build_scaling_config(args),
         run_config=build_run_config(args),
         datasets={DATASET_NAME: ds},
@@ -500,6 +544,9 @@ def run(args: TrainArgs) -> dict[str, Any]:
     t0 = time.perf_counter()
     result = trainer.fit()
     wall = time.perf_counter() - t0
+    import ray
+
+    accounting = ray.get(recorder.stop.remote(), timeout=60)
     summary: dict[str, Any] = {
         "run_name": args.run_name,
         "device": args.device,
@@ -508,6 +555,12 @@ def run(args: TrainArgs) -> dict[str, Any]:
         "metrics": result.metrics,
         "error": None if result.error is None else repr(result.error),
         "capacity": capacity,  # the chain step, shape and tier it ran on, and the steps tried
+        "elastic": {"min_slices": args.worker_range[0] // args.hosts_per_slice, "max_slices": args.slices}
+        if args.elastic
+        else None,
+        # Productive slice time / slice time held, badput by cause, slices over time, recoveries.
+        "goodput": accounting,
+        "slices_over_time": accounting["slices_over_time"],
     }
     if result.checkpoint is not None:
         with result.checkpoint.as_directory() as d:

@@ -142,6 +142,16 @@ CASES: list[tuple[str, Edit, str]] = [
     ("more workload slices than the pool has", lambda c: c["workloads"]["train"].update(slices=2),
      "tpuray:workloads.train.slices: workloads on pool 'v6e-dev' need 2 slices (tpuray:workloads.train.slices) but "
      "the pool has 1; raise slicePools 'v6e-dev'.slices or move a workload to another pool"),
+    # An elastic run (ray_apps/elastic.py): {min, max} whole slices, the pool holding the most.
+    ("elastic slices with min above max", lambda c: c["workloads"]["train"].update(slices={"min": 2, "max": 1}),
+     "tpuray:workloads.train.slices: min 2 is above max 1; write min <= max, e.g. {min: 1, max: 2}"),
+    ("elastic slices with min below 1", lambda c: c["workloads"]["train"].update(slices={"min": 0, "max": 1}),
+     "tpuray:workloads.train.slices.min: 0 is invalid; an elastic run keeps at least 1 slice"),
+    ("no slices", lambda c: c["workloads"]["train"].update(slices=0),
+     "tpuray:workloads.train.slices: 0 is invalid; a run needs at least 1 slice"),
+    ("elastic max beyond the pool", lambda c: c["workloads"]["train"].update(slices={"min": 1, "max": 2}),
+     "tpuray:workloads.train.slices: workloads on pool 'v6e-dev' need 2 slices (tpuray:workloads.train.slices) but "
+     "the pool has 1; raise slicePools 'v6e-dev'.slices or move a workload to another pool"),
     ("two workloads on a one-slice pool", lambda c: c["workloads"].update(interactive={"pool": "v6e-serve-dev"}),
      "tpuray:workloads.interactive.slices: workloads on pool 'v6e-serve-dev' need 2 slices "
      "(tpuray:workloads.interactive.slices, tpuray:workloads.serve.replicas) but the pool has 1; raise slicePools "

@@ -248,7 +248,17 @@ def run_status(args: argparse.Namespace) -> int:
         console.print(terminal.styled(("reduced:", "yellow"), f" {note}"))
     for s in data["slices"]:  # type: ignore[union-attr]
         console.print(slice_table(s, wide=args.wide))
+    for run, g in (data.get("goodput") or {}).items():  # type: ignore[union-attr]
+        console.print(goodput_line(run, g))
     return 0
+
+
+def goodput_line(run: str, g: dict) -> str:
+    """A running training run's goodput so far and its badput causes (ray_apps/goodput.py)."""
+    bad = ", ".join(f"{cause} {v:.0f}" for cause, v in g["badput_slice_s"].items() if v >= 0.5) or "none"
+    return (
+        f"run {run}: goodput {g['goodput']:.0%} of {g['allocated_slice_s']:.0f} slice-s held; badput (slice-s): {bad}"
+    )
 
 
 def slice_table(s: dict, wide: bool = False) -> Table:

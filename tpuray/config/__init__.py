@@ -54,6 +54,7 @@ from tpuray.config.workloads import (
     LlmAutoscaling,
     RayConfig,
     ServeWorkload,
+    SliceRange,
     TrainWorkload,
     WorkloadsConfig,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "ImagesConfig",
     "InteractiveCluster",
     "LlmAutoscaling",
+    "SliceRange",
     "NAMESPACE",
     "ObservabilityConfig",
     "RayConfig",

@@ -26,12 +26,28 @@ class RayConfig(ConfigModel):
         return self.image or f"rayproject/ray:{self.version}-{self.python}-tpu"
 
 
+class SliceRange(ConfigModel):
+    """An elastic run's slices: it trains on as few as `min` and grows to `max` (docs/capacity.md)."""
+
+    # Bounds checked in tpuray/desired/checks.py (slice_range_lines): one line each (pydantic would
+    # report a bad bound once per member of the `int | SliceRange` union).
+    min: int = Field(description="the fewest slices the run keeps training on, >= 1")
+    max: int = Field(description="the most slices it grows to, >= min")
+
+
 class TrainWorkload(ConfigModel):
     """The training RayJob (`python -m ray_apps.train`)."""
 
     pool: str = Field(description="the slice pool it trains on")
     # The job's own defaults (ray_apps/contracts.py TrainArgs), so a key left out means the same here.
-    slices: int = Field(_TRAIN["slices"], ge=1, description="slices of the pool one run uses")
+    slices: int | SliceRange = Field(
+        _TRAIN["slices"], description="slices of the pool one run uses: a number, or {min, max} to train elastically"
+    )
+    batch_policy: Literal["per-slice", "global"] = Field(
+        "per-slice",
+        alias="batchPolicy",
+        description="elastic: per-slice keeps each host's batch; global keeps the global batch by accumulating",
+    )
     steps: int = Field(_TRAIN["steps"], ge=1, description="training steps")
     checkpoint_every: int = Field(
         _TRAIN["checkpoint_every"], alias="checkpointEvery", ge=1, description="steps between checkpoints"
@@ -55,6 +71,18 @@ class TrainWorkload(ConfigModel):
         ge=0,
         description="a finished job's cluster, and the slices it holds, is deleted after this",
     )
+
+    @property
+    def max_slices(self) -> int:
+        return self.slices if isinstance(self.slices, int) else self.slices.max
+
+    @property
+    def min_slices(self) -> int:
+        return self.slices if isinstance(self.slices, int) else self.slices.min
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_slices < self.max_slices
 
 
 class LlmAutoscaling(ConfigModel):

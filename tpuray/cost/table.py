@@ -316,7 +316,7 @@ def stack_cost(cfg: StackConfig) -> StackCost:
         pool = cfg.pool(train.pool)
         cost.finished_job_wait = FinishedJobWait(
             pool.name,
-            train.slices * pool.shape.chips,
+            train.max_slices * pool.shape.chips,  # an elastic run may hold its most
             train.ttl_seconds_after_finished,
             price(cfg, pool.generation, pool.capacity[0].kind.price_key),
         )

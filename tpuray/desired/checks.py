@@ -10,6 +10,7 @@ from __future__ import annotations
 from tpuray import catalog
 from tpuray.config.base import NAMESPACE
 from tpuray.config.schema import StackConfig
+from tpuray.config.workloads import SliceRange
 
 # The workloads that hold slices, and the key that says how many.
 _CLAIMS = (("train", "slices"), ("serve", "replicas"), ("interactive", "slices"))
@@ -51,16 +52,20 @@ def slice_demand_lines(cfg: StackConfig) -> list[str]:
     forever. Claims on a pool the stack does not declare are the pool check's."""
     names = {p.name for p in cfg.slice_pools}
     demand: dict[str, list[tuple[str, int]]] = {}
+    ranges: list[str] = []
     for kind, count_key in _CLAIMS:
         workload = getattr(cfg.workloads, kind)
         if workload is None or workload.pool not in names:
             continue
         key = f"{NAMESPACE}:workloads.{kind}"
         count = getattr(workload, count_key)
+        if kind == "train":  # an elastic run may hold its most slices
+            ranges += slice_range_lines(f"{key}.slices", workload.slices)
+            count = workload.max_slices
         if kind == "serve" and workload.autoscaling is not None:  # at most maxReplicas slices
             count_key, count = "autoscaling.maxReplicas", workload.autoscaling.max_replicas
         demand.setdefault(workload.pool, []).append((f"{key}.{count_key}", count))
-    lines = []
+    lines = ranges
     for pool_name, claims in demand.items():
         pool = cfg.pool(pool_name)
         needed = sum(count for _, count in claims)  # arithmetic, never one step per slice
@@ -71,3 +76,14 @@ def slice_demand_lines(cfg: StackConfig) -> list[str]:
                 f"{pool_name!r}.slices or move a workload to another pool"
             )
     return lines
+
+
+def slice_range_lines(key: str, slices: int | SliceRange) -> list[str]:
+    """A train run's slices: a count >= 1, or an elastic {min, max} with 1 <= min <= max."""
+    if isinstance(slices, int):
+        return [f"{key}: {slices} is invalid; a run needs at least 1 slice"] if slices < 1 else []
+    if slices.min < 1:
+        return [f"{key}.min: {slices.min} is invalid; an elastic run keeps at least 1 slice"]
+    if slices.min > slices.max:
+        return [f"{key}: min {slices.min} is above max {slices.max}; write min <= max, e.g. {{min: 1, max: 2}}"]
+    return []

@@ -10,9 +10,10 @@ and RayCluster of infra/components/workloads.py all wrap `ray_cluster_spec`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
-from tpuray import capacity, catalog, images, labels
+from tpuray import capacity, catalog, images, labels, notice
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig
 from tpuray.desired import accounts, pod_security
@@ -147,10 +148,15 @@ def ray_cluster_spec(
     role: str,
     object_name: str,
     image: images.ImageRef | None = None,
+    min_slices: int | None = None,
 ) -> dict[str, Any]:
     # One service account per role: KubeRay binds its autoscaler Role to the head's (identities.py).
     head_account, worker_account = accounts.pod_accounts(role)
     groups = tpu_worker_groups(pool, slices, ray, role, image, worker_account)
+    if min_slices is not None:  # elastic training: the run keeps going on min_slices (ray_apps/elastic.py)
+        groups[0] = dataclasses.replace(groups[0], min_replicas=min_slices)
+    if role == "train":  # a preemption or maintenance notice drains the Ray node (tpuray/notice.py)
+        groups = [_with_notice(g) for g in groups]
     head = head_group(ray, image, head_account)
     # Pod Security `restricted`, a read-only root, no API token, and the labels NetworkPolicies
     # select on (pod_security.py, network.py);
@@ -179,6 +185,12 @@ def ray_cluster_spec(
         accounts.autoscaler_token(head["template"]["spec"], autoscaler)
         spec["autoscalerOptions"] = autoscaler
     return spec
+
+
+def _with_notice(group: WorkerGroup) -> WorkerGroup:
+    template = copy.deepcopy(dict(group.template))
+    notice.apply(template["spec"])
+    return group.with_template(template)
 
 
 def _hardened(group: WorkerGroup, object_name: str) -> WorkerGroup:

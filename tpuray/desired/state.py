@@ -89,7 +89,9 @@ def train_args(cfg: StackConfig) -> contracts.TrainArgs:
         topology=shape.topology,
         hosts_per_slice=shape.hosts,
         chips_per_host=shape.chips_per_host,
-        slices=train.slices,
+        slices=train.max_slices,
+        min_slices=train.min_slices if train.elastic else None,
+        batch_policy=train.batch_policy if train.elastic else None,
         steps=train.steps,
         checkpoint_every=train.checkpoint_every,
         data_uri=train.data_uri,
@@ -123,14 +125,15 @@ def desire(cfg: StackConfig) -> StackDesire:
     def ray_object(kind: str, role: str, pool: str, slices: int, args: contracts.TrainArgs | None = None) -> RayObject:
         name = object_name(cfg, role)
         image = workload_images[role]
-        cluster = ray_cluster.ray_cluster_spec(cfg.pool(pool), slices, cfg.ray, role, name, image)
+        elastic_min = args.min_slices if args is not None else None  # an elastic train run's fewest slices
+        cluster = ray_cluster.ray_cluster_spec(cfg.pool(pool), slices, cfg.ray, role, name, image, elastic_min)
         if role == "serve" and token_version:
             # HF_TOKEN_PATH of the LLMConfig is a file of the Secret Manager add-on (hf_secret.py).
             llm_stack.mount_token(cluster, name)
         return RayObject(kind, name, role, cfg.pool(pool), image, cluster, args)
 
     if wl.train:
-        objects.append(ray_object("RayJob", "train", wl.train.pool, wl.train.slices, train_args(cfg)))
+        objects.append(ray_object("RayJob", "train", wl.train.pool, wl.train.max_slices, train_args(cfg)))
     if wl.serve:
         replicas = llm_stack.max_replicas(cfg) if wl.serve.backend == "llm" else wl.serve.replicas
         objects.append(ray_object("RayService", "serve", wl.serve.pool, replicas))

@@ -89,6 +89,22 @@ def train_panels(cfg: StackConfig) -> list[Panel]:
             ((f"time() - max by (run) (ray_tpuray_train_last_checkpoint_timestamp_seconds{sel})", "${labels.run}"),),
             "s",
         ),
+        # Goodput (ray_apps/goodput.py): productive slice time / slice time held, and what the rest went to.
+        Panel("Ray Train", "Goodput", ((f"max by (run) (ray_tpuray_train_goodput_ratio{sel})", "${labels.run}"),), "1"),
+        Panel(
+            "Ray Train",
+            "Badput by cause (slice-seconds)",
+            (
+                (
+                    f"max by (run, cause) (ray_tpuray_train_badput_slice_seconds{sel})",
+                    "${labels.run} ${labels.cause}",
+                ),
+            ),
+            "s",
+        ),
+        Panel(
+            "Ray Train", "Whole slices up", ((f"max by (run) (ray_tpuray_train_slices_up{sel})", "${labels.run}"),), "1"
+        ),
     ]
 
 

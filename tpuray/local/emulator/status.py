@@ -64,12 +64,13 @@ def status_data(cluster: EmulatedCluster) -> dict[str, Any]:
     # the emulator starts only with --metrics.
     from ray._private.state import actors as actor_table
 
-    from ray_apps import slices
+    from ray_apps import goodput, slices
 
     cluster.connect()
     try:
-        views = {v.name: v for v in slices.slice_inventory()}
+        views = {v.name: v for v in slices.slice_inventory(include_draining=True)}
         replicas = serve_replicas_per_node(actor_table())
+        runs = goodput.live_reports()  # each running training run's goodput so far
     finally:
         ray.shutdown()
     out: list[dict[str, Any]] = []
@@ -116,5 +117,8 @@ def status_data(cluster: EmulatedCluster) -> dict[str, Any]:
         "state_dir": str(cluster.state_dir),
         "notes": cluster.notes,
         "slices": out,
+        "goodput": {
+            run: {k: r[k] for k in ("goodput", "allocated_slice_s", "badput_slice_s")} for run, r in runs.items()
+        },
         "pids": len(cluster.pids()),
     }
