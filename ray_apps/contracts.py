@@ -175,10 +175,14 @@ class TrainArgs:
         return self.min_slices is not None and self.min_slices < self.slices
 
     @property
+    def fewest_slices(self) -> int:
+        """The slices a run can start on: --min-slices when elastic, else --slices."""
+        return self.min_slices if self.min_slices is not None else self.slices
+
+    @property
     def worker_range(self) -> tuple[int, int]:
         """(min, max) Train workers: whole slices of hosts_per_slice workers each."""
-        low = self.min_slices if self.min_slices is not None else self.slices
-        return self.hosts_per_slice * low, self.num_workers
+        return self.hosts_per_slice * self.fewest_slices, self.num_workers
 
     def to_argv(self, names: tuple[str, ...] | None = None) -> list[str]:
         """["--flag", "value", ...] for the named fields (default: every field with a flag that is

@@ -495,7 +495,9 @@ def walk_chain(args: TrainArgs) -> Any:
 
     return chain.walk(
         args.chain(),
-        num_slices=args.slices,
+        # An elastic run starts on the first shape with its fewest slices; Ray Train's elastic
+        # policy asks the autoscaler for the most and grows into them (ray_apps/elastic.py).
+        num_slices=args.fewest_slices,
         deadline_s=args.slice_deadline_s,
         inventory=slices.slice_inventory,
         demand=chain.RayHeadDemand(),
@@ -555,9 +557,7 @@ def run(args: TrainArgs) -> dict[str, Any]:
         "metrics": result.metrics,
         "error": None if result.error is None else repr(result.error),
         "capacity": capacity,  # the chain step, shape and tier it ran on, and the steps tried
-        "elastic": {"min_slices": args.worker_range[0] // args.hosts_per_slice, "max_slices": args.slices}
-        if args.elastic
-        else None,
+        "elastic": {"min_slices": args.fewest_slices, "max_slices": args.slices} if args.elastic else None,
         # Productive slice time / slice time held, badput by cause, slices over time, recoveries.
         "goodput": accounting,
         "slices_over_time": accounting["slices_over_time"],

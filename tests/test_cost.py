@@ -233,3 +233,16 @@ def test_an_unpublished_spot_price_prices_the_wait_as_a_lower_bound() -> None:
         "a finished training run keeps its 16 chips on v6e-dev for 60 s until KubeRay deletes its cluster "
         "(ttlSecondsAfterFinished): at least $0.06 per run"
     )
+
+
+def test_an_elastic_run_s_wait_is_priced_at_its_most_slices_and_names_the_range() -> None:
+    # prod with slices {min: 1, max: 2}: 16 to 32 chips, priced at 32 x $1.89/chip-h for 60 s.
+    raw = read_stack_file(resolve_stack_file("prod")[1])
+    raw["workloads"]["train"]["slices"] = {"min": 1, "max": 2}
+    wait = cost.stack_cost(parse_stack_config(raw, "prod")).finished_job_wait
+    assert (wait.chips, wait.min_chips) == (32, 16)
+    assert wait.text() == (
+        "a finished training run keeps its 16 to 32 chips (elastic) on v6e-train for 60 s until KubeRay deletes its "
+        "cluster (ttlSecondsAfterFinished): $1.01 per run, priced at the most"
+    )
+    assert wait.as_json()["minChips"] == 16

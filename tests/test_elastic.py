@@ -157,3 +157,7 @@ def test_status_prints_a_run_s_goodput_and_its_badput_causes() -> None:
         },
     )
     assert line == "run dev-train: goodput 42% of 300 slice-s held; badput (slice-s): startup 120, redone 10"
+
+
+def test_an_elastic_run_walks_the_capacity_chain_for_its_fewest_slices() -> None:
+    assert (args(slices=2, min_slices=1).fewest_slices, args(slices=2).fewest_slices) == (1, 2)

@@ -178,6 +178,8 @@ class FinishedJobWait:
     chips: int
     seconds: int
     price: Price
+    # An elastic run (slices {min, max}): `chips` are its most slices', these its fewest's.
+    min_chips: int | None = None
 
     @property
     def per_run(self) -> float | None:
@@ -190,13 +192,16 @@ class FinishedJobWait:
             cost = f"at least ${self.chips * self.price.floor * self.seconds / 3600:,.2f}"
         else:
             cost = "unknown"
+        chips = f"{self.chips} chips" if self.min_chips is None else f"{self.min_chips} to {self.chips} chips (elastic)"
         return (
-            f"a finished training run keeps its {self.chips} chips on {self.pool} for {self.seconds} s until KubeRay "
+            f"a finished training run keeps its {chips} on {self.pool} for {self.seconds} s until KubeRay "
             f"deletes its cluster (ttlSecondsAfterFinished): {cost} per run"
+            + (", priced at the most" if self.min_chips is not None else "")
         )
 
     def as_json(self) -> dict[str, Any]:
-        return {"pool": self.pool, "chips": self.chips, "seconds": self.seconds, "perRun": self.per_run}
+        out = {"pool": self.pool, "chips": self.chips, "seconds": self.seconds, "perRun": self.per_run}
+        return out if self.min_chips is None else {**out, "minChips": self.min_chips}
 
 
 @dataclass
@@ -319,6 +324,7 @@ def stack_cost(cfg: StackConfig) -> StackCost:
             train.max_slices * pool.shape.chips,  # an elastic run may hold its most
             train.ttl_seconds_after_finished,
             price(cfg, pool.generation, pool.capacity[0].kind.price_key),
+            train.min_slices * pool.shape.chips if train.elastic else None,
         )
     return cost
 
