@@ -4,7 +4,7 @@ Reads what the benchmark scripts wrote (defaults: their /tmp paths) and reports 
 figures; a missing file is reported as not measured, never filled in. Usage:
     .venv/bin/python benchmarks/report.py [--slices /tmp/tpuray-bench-slices.json]
         [--recovery /tmp/tpuray-bench-recovery.json] [--data-feed /tmp/tpuray-bench-data-feed.json]
-        [--demo /tmp/tpuray-bench-demo.json] [--only demo]
+        [--demo /tmp/tpuray-bench-demo.json] [--goodput /tmp/tpuray-bench-goodput.json] [--only demo|goodput]
         [--md docs/benchmarks.md] [--png docs/benchmarks.png]
 """
 
@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report_goodput import GOODPUT_HEADING, goodput_section  # noqa: E402  (benchmarks/ is the script's folder)
 
 
 def _load(path: str) -> dict[str, Any] | None:
@@ -311,20 +314,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recovery", default="/tmp/tpuray-bench-recovery.json")
     ap.add_argument("--data-feed", default="/tmp/tpuray-bench-data-feed.json")
     ap.add_argument("--demo", default="/tmp/tpuray-bench-demo.json")
+    ap.add_argument("--goodput", default="/tmp/tpuray-bench-goodput.json")
     ap.add_argument(
         "--only",
-        choices=("demo",),
+        choices=("demo", "goodput"),
         default=None,
         help="rewrite only this section of the existing document, leaving the others as they are",
     )
     ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
     ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
     args = ap.parse_args(argv)
-    demo = _load(args.demo)
-    if args.only == "demo":
+    demo, goodput = _load(args.demo), _load(args.goodput)
+    if args.only is not None:
         md = Path(args.md)
-        md.write_text(replace_section(md.read_text(), DEMO_HEADING, demo_section(demo, args.demo)))
-        print(f"wrote the demo section of {md}")
+        heading, section = {
+            "demo": (DEMO_HEADING, demo_section(demo, args.demo)),
+            "goodput": (GOODPUT_HEADING, goodput_section(goodput, args.goodput)),
+        }[args.only]
+        md.write_text(replace_section(md.read_text(), heading, section))
+        print(f"wrote the {args.only} section of {md}")
         return 0
     slices, recovery, feed = _load(args.slices), _load(args.recovery), _load(args.data_feed)
     machine = next((d["machine"] for d in (slices, recovery, feed) if d and "machine" in d), {})
@@ -338,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         "small, shared machine; the comparisons inside each table were measured side by side in one run.",
         "",
         "Regenerate: run the scripts in `benchmarks/` (each writes JSON under /tmp and prints it), then "
-        "`python benchmarks/report.py` (`--only demo` rewrites the demo's section alone).",
+        "`python benchmarks/report.py` (`--only demo` or `--only goodput` rewrites that section alone).",
         "",
         f"![benchmarks]({os.path.relpath(png, Path(args.md).parent)})",
         "",
@@ -346,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         *recovery_section(recovery, args.recovery),
         *data_feed_section(feed, args.data_feed),
         *demo_section(demo, args.demo),
+        *goodput_section(goodput, args.goodput),
     ]
     Path(args.md).write_text("\n".join(lines).rstrip() + "\n")
     plot(slices, recovery, feed, png)

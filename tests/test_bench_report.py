@@ -61,3 +61,50 @@ def test_only_demo_replaces_its_section_and_keeps_the_others_byte_for_byte() -> 
 def test_a_missing_demo_section_is_appended() -> None:
     new = replace_section("# Benchmarks\n\nintro\n", DEMO_HEADING, [DEMO_HEADING, "", "figures"])
     assert new == "# Benchmarks\n\nintro\n\n" + DEMO_HEADING + "\n\nfigures\n"
+
+
+def _arm(goodput: float, ttr: list[float], slices: list[int], notices: list[dict]) -> dict:
+    causes = {"waiting_for_capacity": 10.0, "startup": 20.0, "redone": 3.0, "checkpoint": 1.0, "idle": 2.0}
+    return {
+        "goodput": goodput,
+        "allocated_slice_s": 100.0,
+        "productive_slice_s": 64.0,
+        "badput_slice_s": causes,
+        "time_to_recover_s": ttr,
+        "slices_over_time": slices,
+        "notice_checkpoints": notices,
+        "resumed_from": [40],
+    }
+
+
+GOODPUT = {
+    "seed": 34,
+    "steps": 160,
+    "step_s": 0.5,
+    "checkpoint_every": 20,
+    "shape": "v5p 2x2x2 x 2 slices",
+    "schedule": [{"at_step": 51, "notice_s": 10.0, "back_after_s": 62.6}],
+    "arms": {
+        "elastic_with_notice": _arm(0.64, [35.7], [2, 1, 2], [{"step": 48, "within_window": True}]),
+        "restart_from_checkpoint": _arm(0.4, [120.5], [2, 2], []),
+    },
+    "goodput_gain_points": 24.0,
+    "goodput_ratio": 1.6,
+}
+
+
+def test_the_goodput_section_puts_both_arms_side_by_side_and_says_by_how_much() -> None:
+    from report_goodput import goodput_section
+
+    text = "\n".join(goodput_section(GOODPUT, "/tmp/g.json"))
+    assert "| (a) elastic, notice used | 64.0% | 35.7 | 2 → 1 → 2 | 100.0 | 64.0 | 10.0 | 20.0 | 3.0 | 1.0 | 2.0 |" in text
+    assert "| (b) restart from last checkpoint | 40.0% | 120.5 | 2 → 2 |" in text
+    assert "goodput +24.0 points, 1.60x that of restart-from-checkpoint" in text
+    assert "checkpoints on the notice at step 48 (inside the window); resumed from [40]" in text
+    assert "at step 51: a 10 s notice, back 62.6 s after the kill" in text
+
+
+def test_a_missing_goodput_result_is_reported_as_not_measured() -> None:
+    from report_goodput import goodput_section
+
+    assert goodput_section(None, "/tmp/none.json")[2] == "Not measured (no `/tmp/none.json`)."
