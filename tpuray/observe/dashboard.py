@@ -93,8 +93,9 @@ def train_panels(cfg: StackConfig) -> list[Panel]:
         Panel("Ray Train", "Goodput", ((f"max by (run) (ray_tpuray_train_goodput_ratio{sel})", "${labels.run}"),), "1"),
         Panel(
             "Ray Train",
-            "Badput by cause (slice-seconds)",
+            "Slice-seconds held, and badput by cause",
             (
+                (f"max by (run) (ray_tpuray_train_allocated_slice_seconds{sel})", "${labels.run} held"),
                 (
                     f"max by (run, cause) (ray_tpuray_train_badput_slice_seconds{sel})",
                     "${labels.run} ${labels.cause}",
