@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ray_apps import checkpoints, data, model, train
+from ray_apps import checkpoints, data, goodput, model, train
 from tests.drivers import REPO, driver_env, result_of, train_argv, wait_for
 from tests.ray_fixtures import connected_emulator
 from tpuray import catalog
@@ -81,6 +81,7 @@ def elastic_run(cluster: EmulatedCluster, tmp_path_factory: pytest.TempPathFacto
             lambda: (latest := checkpoints.find_latest(run_uri)) and latest[1] >= CHECKPOINT_EVERY,
             proc,
         )
+        live = goodput.live_reports()  # what `tpuray local status` shows while the run trains
         coordinator_slice = next(p["slice"] for p in first if p["rank"] == 0)
         times = preemption.preempt_slice(cluster, coordinator_slice, NOTICE_S)
         wait_for("a checkpoint on one slice", lambda: _checkpointed_on_one_slice(run_uri), proc, timeout_s=300)
@@ -101,6 +102,7 @@ def elastic_run(cluster: EmulatedCluster, tmp_path_factory: pytest.TempPathFacto
         "preempted": coordinator_slice,
         "times": times,
         "returned": returned,
+        "live": live,
         "final": model.load_checkpoint(checkpoints.fetch(summary["checkpoint"])),
     }
 
@@ -187,3 +189,9 @@ def test_the_returned_slice_was_taken_back(elastic_run: dict[str, Any], cluster:
     assert preemption.slice_node_ids(cluster, elastic_run["preempted"]) != []
     capacity = [n for _, n in elastic_run["summary"]["goodput"]["capacity"]]
     assert capacity[0] == 2 and 1 in capacity and capacity[-1] == 2
+
+
+def test_a_running_run_s_goodput_is_found_on_the_cluster_as_status_shows_it(elastic_run: dict[str, Any]) -> None:
+    report = elastic_run["live"]["elastic"]
+    assert 0 <= report["goodput"] <= 1
+    assert report["capacity"][0][1] == 2  # both slices up when the run started
