@@ -13,7 +13,7 @@ slice-seconds held, badput by cause, and the time from each loss until the run f
 step beyond the one it had reached.
 
 Usage:
-    .venv/bin/python benchmarks/bench_goodput.py [--seed 34] [--steps 160] [--checkpoint-every 20]
+    .venv/bin/python benchmarks/bench_goodput.py [--seed 34] [--steps 320] [--checkpoint-every 20]
         [--events 2] [--out /tmp/tpuray-bench-goodput.json]
 """
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
-from ray_apps import checkpoints, data, train  # noqa: E402
+from ray_apps import data, goodput, train  # noqa: E402
 from ray_apps.contracts import TRAIN_MODULE, TrainArgs, last_result  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for, preemption  # noqa: E402
@@ -51,16 +51,18 @@ ARMS = {
 
 
 def schedule(seed: int, steps: int, events: int) -> list[dict[str, Any]]:
-    """`events` preemptions, each in its own stretch of the run's first two thirds, drawn from
-    `seed`: the step it comes at, the notice (GKE's spot window is 30 s; scaled down with the
-    emulator's short steps) and how long the slice stays away."""
+    """`events` preemptions, each in its own stretch of the run's first half, drawn from `seed`:
+    the step it comes at (or later: never before the run trains again after the previous
+    return), the notice (GKE's spot window is 30 s; scaled down with the emulator's short
+    steps) and how long the slice stays away."""
     rng = random.Random(seed)
-    span = (2 * steps // 3) // (events + 1)
+    span = (steps // 2) // (events + 1)
     return [
         {
             "at_step": rng.randrange(span * (i + 1), span * (i + 1) + span // 2),
-            "notice_s": rng.choice([8.0, 10.0, 12.0]),
-            "back_after_s": round(rng.uniform(45, 75), 1),
+            "notice_s": rng.choice([10.0, 12.0, 15.0]),
+            # Longer than a worker group's start here (about a minute on 2 shared cores).
+            "back_after_s": round(rng.uniform(90, 120), 1),
         }
         for i in range(events)
     ]
@@ -78,10 +80,17 @@ def _wait(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[byte
     raise TimeoutError(f"{what}: not within {timeout:.0f} s")
 
 
-def _progress(run_uri: str) -> int:
-    """The run's step as storage shows it: the latest checkpoint (periodic ones every few steps)."""
-    latest = checkpoints.find_latest(run_uri)
-    return latest[1] if latest else 0
+def _training_past(name: str, step: int, since: float) -> bool:
+    """The run has completed `step` and is training in a worker group started after `since` (the
+    last return), as its goodput recorder shows (what `tpuray local status` reads)."""
+    report = goodput.live_reports().get(name) or {}
+    groups = report.get("slices_over_time") or []
+    return (
+        report.get("last_step", 0) >= step
+        and bool(groups)
+        and groups[-1]["at"] >= since
+        and (report.get("last_step_at") or 0) > groups[-1]["at"]
+    )
 
 
 def arm(name: str, events: list[dict[str, Any]], steps: int, checkpoint_every: int) -> dict[str, Any]:
@@ -123,16 +132,15 @@ def arm(name: str, events: list[dict[str, Any]], steps: int, checkpoint_every: i
                 [sys.executable, "-m", TRAIN_MODULE, *args.to_argv()], env=env, cwd=REPO, stdout=log, stderr=log
             )
             try:
+                since = 0.0
                 for event in events:
-                    # Storage shows the periodic checkpoints; the steps after the last one are timed.
-                    base = event["at_step"] - event["at_step"] % checkpoint_every
-                    _wait(lambda b=base: _progress(run_uri) >= b, 900, f"checkpoint {base}", proc)
-                    time.sleep((event["at_step"] - base) * STEP_S)
+                    # At the step, or later while training again after the previous return.
+                    _wait(lambda e=event, t=since: _training_past(name, e["at_step"], t), 900, "the step", proc)
                     placed = [p for p in train.read_placements(run_uri) if p["rank"] == 0]
-                    victim = max(placed, key=lambda p: p["attempt"])["slice"]
+                    victim = max(placed, key=lambda p: p["time"])["slice"]  # the running group's rank 0
                     times = preemption.preempt_slice(emu, victim, event["notice_s"])
                     time.sleep(max(0.0, times["killed"] + event["back_after_s"] - time.time()))
-                    times["returned"] = preemption.return_slice(emu, victim)
+                    times["returned"] = since = preemption.return_slice(emu, victim)
                     happened.append({**event, "slice": victim, **{k: round(v, 2) for k, v in times.items()}})
                 proc.wait(timeout=900)
             finally:
@@ -167,7 +175,7 @@ def arm(name: str, events: list[dict[str, Any]], steps: int, checkpoint_every: i
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seed", type=int, default=34)
-    p.add_argument("--steps", type=int, default=160)
+    p.add_argument("--steps", type=int, default=320)
     p.add_argument("--checkpoint-every", type=int, default=20)
     p.add_argument("--events", type=int, default=2, help="preemptions (each followed by the slice's return)")
     p.add_argument("--out", default=DEFAULT_OUT)

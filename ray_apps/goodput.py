@@ -221,6 +221,9 @@ class Recorder:
         result = account(self.events, self.capacity, self.start, end or time.time(), self.losses)
         out = result.to_dict()
         out["notices"] = [e for e in self.events if e["kind"] == "notice"]
+        steps = [e for e in self.events if e["kind"] == "step"]
+        out["last_step"] = max((e["step"] for e in steps), default=0)
+        out["last_step_at"] = max((e["t1"] for e in steps), default=None)
         out["capacity"] = [[round(t, 2), n] for t, n in self.capacity]
         return out
 
