@@ -24,8 +24,9 @@ test can prove no step ran twice in the persisted history and no step is missing
 Output: per-window lines 'step N loss L samples/s S' and one final
 'TPURAY_RESULT {json}' line.
 
-Length (about 500 lines, over the ~400 rule): the driver and the per-worker loop (checkpoints,
-resume, watchdog, placement records); the flags moved to ray_apps/contracts.py.
+Length (about 600 lines, over the ~400 rule): the driver and the per-worker loop (checkpoints,
+resume, watchdog, placement records, the notice and goodput hooks); the flags moved to ray_apps/contracts.py,
+the elastic and notice logic to ray_apps/elastic.py, the accounting to ray_apps/goodput.py.
 """
 
 from __future__ import annotations
