@@ -74,6 +74,7 @@ def _arm(goodput: float, ttr: list[float], slices: list[int], notices: list[dict
         "slices_over_time": slices,
         "notice_checkpoints": notices,
         "resumed_from": [40],
+        "wall_s": 300.5,
     }
 
 
@@ -98,7 +99,8 @@ def test_the_goodput_section_puts_both_arms_side_by_side_and_says_by_how_much() 
 
     text = "\n".join(goodput_section(GOODPUT, "/tmp/g.json"))
     assert (
-        "| (a) elastic, notice used | 64.0% | 35.7 | 2 → 1 → 2 | 100.0 | 64.0 | 10.0 | 20.0 | 3.0 | 1.0 | 2.0 |" in text
+        "| (a) elastic, notice used | 64.0% | 35.7 | 2 → 1 → 2 | 300.5 | 100.0 | 64.0 | 10.0 | 20.0 | 3.0 | 1.0 | 2.0 |"
+        in text
     )
     assert "| (b) restart from last checkpoint | 40.0% | 120.5 | 2 → 2 |" in text
     assert "goodput +24.0 points, 1.60x that of restart-from-checkpoint" in text
