@@ -48,7 +48,7 @@ def test_prod_declares_one_dashboard_with_every_panel_query() -> None:
     body = json.loads(dash.inputs["dashboardJson"])
     assert dash.inputs["project"] == "acme-ml-prod"
     assert body["displayName"] == "tpuray prod (tpuray-prod)"
-    assert len(body["mosaicLayout"]["tiles"]) == 21
+    assert len(body["mosaicLayout"]["tiles"]) == 24  # 21 + the goodput panels
 
 
 def test_prod_declares_an_alert_policy_per_alert_rule() -> None:
