@@ -7,7 +7,7 @@ slices of 2 hosts each, `--min-step-s` so that a step lasts about as long as a r
 on a fresh emulated cluster, under the same schedule drawn from --seed: for each event, once the
 run has reached step `at_step` the slice holding rank 0 gets a notice of `notice_s` (its Ray
 nodes drained with that deadline, as the worker pods' preStop hook does on GKE), is killed at the
-deadline, and comes back `back_after_s` seconds later (tpuray/emulator/preemption.py). The
+deadline, and comes back `back_after_s` seconds later (tpuray/local/emulator/preemption.py). The
 figures are the runs' own summaries (ray_apps/goodput.py): goodput = productive slice-seconds /
 slice-seconds held, badput by cause, and the time from each loss until the run first completes a
 step beyond the one it had reached.
@@ -38,7 +38,7 @@ from results import write_results  # noqa: E402  (benchmarks/ is the script's fo
 from ray_apps import data, goodput, train  # noqa: E402
 from ray_apps.contracts import TRAIN_MODULE, TrainArgs, last_result  # noqa: E402
 from tpuray import catalog  # noqa: E402
-from tpuray.emulator import EmulatedCluster, SliceSpec, plan_for, preemption  # noqa: E402
+from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for, preemption  # noqa: E402
 
 SHAPE = catalog.lookup("v5p", "2x2x2")
 SLICES = ["v5p-gp-0", "v5p-gp-1"]
