@@ -82,6 +82,11 @@ def ray_cluster_spec(manifest: dict) -> dict:
     return found[1] if isinstance(found[1], dict) else {}
 
 
+# Kueue (tpuray/queues.py): the LocalQueue a workload waits in and its WorkloadPriorityClass
+# (sigs.k8s.io/kueue pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel).
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+
 # Google Cloud resource labels for cost allocation and the stack's budget filter (lowercase
 # keys without '/' or '.': GCP label rules). On the cluster and on every node pool.
 COST_STACK = "tpuray-stack"

@@ -27,6 +27,7 @@ from tpuray.config.security import hardening_lines, network_lines
 from tpuray.desired import checks as derived
 from tpuray.desired import llm_stack
 from tpuray.errors import ConfigError
+from tpuray.queues_config import queue_lines
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -165,7 +166,7 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += network_lines(f"{NAMESPACE}:workloads", cfg.workloads.admin_cidrs, gateway, f"{NAMESPACE}:workloads.serve")
     lines += _delivery_lines(cfg)
     if not lines:  # floors and zones only matter for an otherwise valid stack (its pools parse)
-        lines += gke_versions.version_lines(cfg) + tpu_zones.zone_lines(cfg)
+        lines += gke_versions.version_lines(cfg) + tpu_zones.zone_lines(cfg) + queue_lines(cfg)
     return lines
 
 
