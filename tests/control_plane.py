@@ -109,7 +109,7 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        for name in ("kuberay-operator", "kube-apiserver", "etcd"):
+        for name in ("kueue", "kuberay-operator", "kube-apiserver", "etcd"):  # kueue: tests/kueue_plane.py
             proc = self.processes.pop(name, None)
             if proc is None or proc.poll() is not None:
                 continue

@@ -17,9 +17,10 @@ import pytest
 import yaml
 from conftest import STACKS, mocked
 
-from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
+from tests.control_plane import HARNESS_MANAGER, STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
 from tpuray.checks.schemas import SCHEMA_DIR
 from tpuray.config import stacks_dir
+from tpuray.labels import KUEUE_QUEUE_NAME
 from tpuray.preview.mockrun import run_stack
 from tpuray.preview.render import manifests
 from tpuray.shared import shared_path
@@ -62,8 +63,21 @@ def _stack_objects(plane: ControlPlane, stack: str) -> list[dict[str, Any]]:
 
 
 def _apply_stack(plane: ControlPlane, stack: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(sent, stored) for every rendered object of the stack, namespaces first."""
-    return [(obj, plane.apply(obj)) for obj in _stack_objects(plane, stack)]
+    """(sent, stored) for every rendered object of the stack, namespaces first. A queued object (created
+    suspended, tpuray/queues.py) is then unsuspended, as Kueue does when it admits it: there is no
+    Kueue here (tests/test_kueue_control_plane.py runs it)."""
+    applied = [(obj, plane.apply(obj)) for obj in _stack_objects(plane, stack)]
+    for obj, _ in applied:
+        if KUEUE_QUEUE_NAME in obj["metadata"].get("labels", {}):
+            plane.apply(_admitted(obj), manager=HARNESS_MANAGER)
+    return applied
+
+
+def _admitted(obj: dict[str, Any]) -> dict[str, Any]:
+    """The part of a queued object Kueue changes when it admits it: suspend false."""
+    meta = {k: obj["metadata"][k] for k in ("name", "namespace")}
+    spec = {"rayClusterConfig": {"suspend": False}} if obj["kind"] == "RayService" else {"suspend": False}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta, "spec": spec}
 
 
 @pytest.mark.parametrize("stack", STACKS)

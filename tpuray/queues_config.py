@@ -202,7 +202,7 @@ def _workload_lines(cfg: Any, queues: QueuesConfig) -> list[str]:
     limit = sum(q.chips + (q.borrowing_limit or 0) for q in team.quotas if q.pool == train.pool)
     if limit < needed:
         return [
-            f"{KEY}.teams.{team.name}.quotas: team {team.name!r} may hold {limit} chips of pool {train.pool!r} but "
+            f"{KEY}.teams[{queues.teams.index(team)}].quotas: team {team.name!r} may hold {limit} chips of pool {train.pool!r} but "
             f"tpuray:workloads.train needs {needed} ({train.slices} x {pool.shape.chips}); Kueue would never admit "
             "it: raise chips or borrowingLimit"
         ]
