@@ -191,3 +191,22 @@ def test_a_queued_provisioning_pool_is_a_queued_flex_start_node_pool_with_its_ad
         objects[("ResourceFlavor", "v6e-flex-flex-start")]["spec"]["nodeLabels"]["cloud.google.com/gke-flex-start"]
         == "true"
     )
+
+
+# ---------------------------------------------------------------------------- preview and cost
+
+
+def test_the_quotas_cap_prods_queued_spend_at_the_reserved_rate_of_both_teams_nominal_chips() -> None:
+    from tpuray.queue_cost import preview_lines, quota_cap
+
+    cap = quota_cap(mocked("prod").config)
+    assert cap is not None and round(cap.hourly or 0, 2) == 60.48  # 32 chips x $1.89 (prod's tpuray:prices)
+    assert preview_lines(mocked("prod").config) == [
+        "queue: ClusterQueue training (LocalQueue ray/training, cohort acme-ml-prod, priority production): "
+        "v6e-train-reservation 16 chips (+16 borrowed)",
+        "queue: ClusterQueue research (LocalQueue research/research, cohort acme-ml-prod, priority research): "
+        "v6e-train-reservation 16 chips (+16 borrowed)",
+        "queues: the quotas cap queued TPU spend at $60.48/h ($44,150/mo): v6e-train-reservation 32 chips x $1.89",
+        "queues: the RayService of workloads.serve is not queued: no team has quota on pool 'v5e-serve' in "
+        "namespace 'ray', so its slices are outside the cap",
+    ]
