@@ -79,7 +79,7 @@ def preview_text(run: StackRun) -> str:
     tests/test_tpu_zones.py test them)."""
     import io
 
-    from tpuray import terminal
+    from tpuray import queue_cost, terminal
     from tpuray.commands.preview import print_delivery, print_table, print_violations
     from tpuray import queue_cost
     from tpuray.cost.table import cost_table, stack_cost

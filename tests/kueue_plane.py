@@ -21,6 +21,7 @@ create no job Kueue's webhook would refuse), and the CRDs' conversion webhook is
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from pathlib import Path
@@ -37,6 +38,10 @@ WEBHOOK_SECRET = "kueue-webhook-server-cert"
 FRAMEWORKS = ["ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
 
 STAND_INS = {
+    "the kubelet's Secret volume": (
+        "the harness copies Kueue's webhook certificate Secret into the manager's certDir once the certificate "
+        "rotator has filled it, as the Secret volume of Kueue's Deployment would"
+    ),
     "Kueue's admission webhooks": (
         "not called (no DNS for their Service): the rendered Ray objects are created suspended, as Kueue's "
         "mutating webhook would make them; no validation of a job at creation"
@@ -113,7 +118,20 @@ def start_kueue(plane: ControlPlane, timeout: float = 180) -> None:
     plane._spawn(  # noqa: SLF001 - the harness's own process table, stopped by plane.stop()
         "kueue", [str(kueue_dir() / "kueue"), f"--config={path}"], env={"KUBECONFIG": str(plane.kubeconfig)}
     )
+    plane._wait("kueue", lambda: _mount_certificate(plane, Path(config["webhook"]["certDir"])), timeout)  # noqa: SLF001
     plane._wait("kueue", lambda: requests.get(f"http://127.0.0.1:{probe}/readyz", timeout=1).ok, timeout)  # noqa: SLF001
+
+
+def _mount_certificate(plane: ControlPlane, folder: Path) -> bool:
+    """The kubelet's part (STAND_INS): Kueue's certificate rotator writes the webhook certificate
+    into its Secret and waits for the files of the Secret volume its Deployment mounts at certDir."""
+    data = plane.get("v1", "Secret", WEBHOOK_SECRET, KUEUE_NAMESPACE).get("data") or {}
+    if not {"tls.crt", "tls.key"} <= data.keys():
+        return False
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in data.items():
+        (folder / name).write_bytes(base64.b64decode(value))
+    return True
 
 
 KUEUE = "kueue.x-k8s.io/v1beta2"

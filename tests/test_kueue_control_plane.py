@@ -55,6 +55,21 @@ def plane() -> ControlPlane:
     plane.stop()
 
 
+@pytest.fixture
+def ended(plane: ControlPlane) -> list[dict[str, Any]]:
+    """The jobs a test submits: each is ended after the test, passed or failed, so the next test
+    finds the whole quota free (a finished Workload holds none)."""
+    jobs: list[dict[str, Any]] = []
+    yield jobs
+    for job in jobs:
+        _end(plane, job)
+
+
+def _submit(plane: ControlPlane, ended: list[dict[str, Any]], job: dict[str, Any]) -> None:
+    plane.apply(job)
+    ended.append(job)
+
+
 def _apply(plane: ControlPlane, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Namespaces first (with their default accounts), then the rest as rendered; the RayJobs are returned."""
     for obj in objects:
@@ -102,14 +117,13 @@ def _finish(plane: ControlPlane, job: dict[str, Any]) -> None:
     response.raise_for_status()
 
 
-def _end(plane: ControlPlane, *jobs: dict[str, Any]) -> None:
-    """Ends the test's jobs so the next test starts with the whole quota free."""
-    for job in jobs:
-        _finish(plane, job)
-        wait_for(
-            lambda j=job: workload_of(plane, j["metadata"]["namespace"], j["metadata"]["name"]),
-            lambda wl: condition(wl, "Finished") == "True",
-        )
+def _end(plane: ControlPlane, job: dict[str, Any]) -> None:
+    """Marks the job finished (a no-op for one that is) and waits until Kueue released its quota."""
+    _finish(plane, job)
+    wait_for(
+        lambda: workload_of(plane, job["metadata"]["namespace"], job["metadata"]["name"]),
+        lambda wl: wl is None or condition(wl, "Finished") == "True",
+    )
 
 
 def _suspended_and_podless(plane: ControlPlane, job: dict[str, Any]) -> tuple[bool, int, int]:
@@ -124,13 +138,13 @@ def _suspended_and_podless(plane: ControlPlane, job: dict[str, Any]) -> tuple[bo
 
 
 def test_a_second_job_wanting_the_whole_quota_stays_suspended_without_pods_until_the_first_finishes(
-    plane: ControlPlane,
+    plane: ControlPlane, ended: list[dict[str, Any]]
 ) -> None:
     (job,) = _apply(plane, manifests(mocked("prod")))
     first, second = _renamed(job, "whole-quota-first"), _renamed(job, "whole-quota-second")
-    plane.apply(first)
+    _submit(plane, ended, first)
     got = _admitted(plane, first)
-    assert got["spec"].get("suspend") is False
+    assert got["spec"].get("suspend", False) is False  # Kueue unsuspended it (false is left out)
     cluster = got["status"]["rayClusterName"]
     # prod: training holds 16 chips of v6e-train and borrows research's 16, so 2 slices x 4 hosts.
     pods = wait_for(lambda: _pods(plane, "ray", cluster), lambda p: len(p) >= 9)
@@ -139,7 +153,7 @@ def test_a_second_job_wanting_the_whole_quota_stays_suspended_without_pods_until
     # Kueue put the flavor's node labels into the pods it admitted.
     assert workers[0]["spec"]["nodeSelector"]["cloud.google.com/compute-class"] == "v6e-train"
 
-    plane.apply(second)
+    _submit(plane, ended, second)
     wl = wait_for(lambda: workload_of(plane, "ray", "whole-quota-second"), lambda w: w is not None and w.get("status"))
     assert condition(wl, "QuotaReserved") == "False"
     time.sleep(5)  # time for a wrong admission to show
@@ -147,25 +161,25 @@ def test_a_second_job_wanting_the_whole_quota_stays_suspended_without_pods_until
 
     _finish(plane, first)
     got = _admitted(plane, second)
-    assert got["spec"].get("suspend") is False and got["status"]["rayClusterName"]
-    _end(plane, second)
+    assert got["spec"].get("suspend", False) is False and got["status"]["rayClusterName"]
 
 
-def test_a_higher_priority_job_preempts_a_lower_one_in_the_same_queue(plane: ControlPlane) -> None:
+def test_a_higher_priority_job_preempts_a_lower_one_in_the_same_queue(
+    plane: ControlPlane, ended: list[dict[str, Any]]
+) -> None:
     (job,) = _apply(plane, manifests(mocked("prod")))
     low = _renamed(job, "priority-low", **{KUEUE_PRIORITY_CLASS: "research"})
     high = _renamed(job, "priority-high")
     assert high["metadata"]["labels"][KUEUE_PRIORITY_CLASS] == "production"
-    plane.apply(low)
-    assert _admitted(plane, low)["spec"].get("suspend") is False
+    _submit(plane, ended, low)
+    assert _admitted(plane, low)["spec"].get("suspend", False) is False
 
-    plane.apply(high)
-    assert _admitted(plane, high)["spec"].get("suspend") is False
+    _submit(plane, ended, high)
+    assert _admitted(plane, high)["spec"].get("suspend", False) is False
     evicted = wait_for(lambda: workload_of(plane, "ray", "priority-low"), lambda w: condition(w, "Evicted") == "True")
     reasons = [c.get("reason") for c in evicted["status"]["conditions"] if c["type"] == "Evicted"]
     assert reasons == ["Preempted"]
     assert wait_for(lambda: _job(plane, low), lambda j: j["spec"].get("suspend") is True)["spec"]["suspend"] is True
-    _end(plane, high)
 
 
 def _flex_stack(tmp: Path) -> Path:
@@ -185,12 +199,12 @@ def _flex_stack(tmp: Path) -> Path:
 
 
 def test_a_flex_start_job_waits_on_its_provisioning_request_and_starts_once_it_is_provisioned(
-    plane: ControlPlane, tmp_path: Path
+    plane: ControlPlane, ended: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     (job,) = _apply(plane, manifests(run_stack(str(_flex_stack(tmp_path)))))
     job = _renamed(job, "flex-job")
     assert job["metadata"]["labels"][KUEUE_QUEUE_NAME] == "dev"
-    plane.apply(job)
+    _submit(plane, ended, job)
 
     requests = wait_for(lambda: plane.list("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "ray"), bool)
     (request,) = requests
@@ -218,10 +232,9 @@ def test_a_flex_start_job_waits_on_its_provisioning_request_and_starts_once_it_i
     ).raise_for_status()
 
     got = _admitted(plane, job)
-    assert got["spec"].get("suspend") is False
+    assert got["spec"].get("suspend", False) is False
     pods = wait_for(lambda: _pods(plane, "ray", got["status"]["rayClusterName"]), lambda p: len(p) >= 5)
     workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
     assert len(workers) == 4
     annotations = workers[0]["metadata"].get("annotations", {})
     assert annotations.get("autoscaling.x-k8s.io/consume-provisioning-request") == meta["name"]
-    _end(plane, job)

@@ -110,7 +110,9 @@ def test_prod_has_a_cluster_queue_per_team_in_one_cohort_each_owning_one_v6e_sli
                 {
                     "name": "v6e-train-reservation",
                     "resources": [{"name": "google.com/tpu", "nominalQuota": 16, "borrowingLimit": 16}],
-                }
+                },
+                # The empty v5e fallback group is admitted at zero chips (tpuray/queues.py fallback_flavors).
+                {"name": "v6e-train-v5e-4x4-on-demand", "resources": [{"name": "google.com/tpu", "nominalQuota": 0}]},
             ],
         }
     assert queues["research"]["spec"]["namespaceSelector"] == {
@@ -146,6 +148,16 @@ def test_the_training_rayjob_waits_suspended_in_its_teams_local_queue_with_its_p
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "production"
     assert _objects("prod", "LocalQueue")["training"]["metadata"]["namespace"] == "ray"
+
+
+def test_a_fallback_shape_flavor_selects_that_shape_in_the_pools_compute_class() -> None:
+    assert _objects("prod", "ResourceFlavor")["v6e-train-v5e-4x4-on-demand"]["spec"] == {
+        "nodeLabels": {
+            "cloud.google.com/compute-class": "v6e-train",
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+            "cloud.google.com/gke-tpu-topology": "4x4",
+        }
+    }
 
 
 def test_a_ray_object_on_a_pool_without_quota_is_not_queued() -> None:
@@ -187,10 +199,11 @@ def test_a_queued_provisioning_pool_is_a_queued_flex_start_node_pool_with_its_ad
     assert objects[("ClusterQueue", "dev")]["spec"]["admissionChecksStrategy"] == {
         "admissionChecks": [{"name": "dws-queued-provisioning", "onFlavors": ["v6e-flex-flex-start"]}]
     }
-    assert (
-        objects[("ResourceFlavor", "v6e-flex-flex-start")]["spec"]["nodeLabels"]["cloud.google.com/gke-flex-start"]
-        == "true"
-    )
+    flavor = objects[("ResourceFlavor", "v6e-flex-flex-start")]["spec"]
+    assert flavor["nodeLabels"]["cloud.google.com/gke-flex-start"] == "true"
+    assert flavor["tolerations"] == [
+        {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+    ]
 
 
 # ---------------------------------------------------------------------------- preview and cost

@@ -51,6 +51,10 @@ TPU_RESOURCE = "google.com/tpu"
 # gke-spot=true as a NoSchedule taint, which TPU worker pods tolerate.
 GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_FLEX_START = "cloud.google.com/gke-flex-start"
+# The NoSchedule taint of nodes GKE creates for a ProvisioningRequest (queued provisioning); pods
+# admitted through one tolerate it (GKE's Ray TPU DWS sample, kubernetes-engine-samples
+# tpu/dws/rayjob-tpu-v6e-dws.yaml; tpuray/queues.py puts it on the pool's flavor).
+GKE_QUEUED = "cloud.google.com/gke-queued"
 # Compute Engine reservation affinity key of a node pool that consumes a specific reservation.
 RESERVATION_AFFINITY_KEY = "compute.googleapis.com/reservation-name"
 

@@ -49,7 +49,7 @@ class QuotaCap:
             return "queues: the quotas cap queued TPU spend at an unknown rate (a tier has no published bound)"
         return (
             f"queues: the quotas cap queued TPU spend at {money(cap)} ({money(cap * hours_per_month(), 'mo')}): "
-            + ", ".join(f"{f.flavor} {f.chips} chips x ${f.per_chip_hour:.2f}" for f in self.flavors)
+            + ", ".join(f"{f.flavor} {f.chips} chips x ${f.per_chip_hour:.2f}" for f in self.flavors if f.chips)
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -94,10 +94,10 @@ def quota_cap(cfg: Any) -> QuotaCap | None:
             chips[name] = chips.get(name, 0) + q.chips
     caps = []
     for flavor in queues.flavors(cfg):
-        generation = cfg.pool(flavor.pool).shape.generation
+        generation = flavor.shape.generation
         p = price(cfg, generation, flavor.tier.price_key)
         per_chip = p.value if p.value is not None else p.ceiling
-        caps.append(FlavorCap(flavor.name, generation, flavor.tier.key, chips[flavor.name], per_chip))
+        caps.append(FlavorCap(flavor.name, generation, flavor.tier.key, chips.get(flavor.name, 0), per_chip))
     return QuotaCap(caps, [_team_line(cfg, t) for t in cfg.queues.teams])
 
 

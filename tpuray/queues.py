@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tpuray import capacity, labels
+from tpuray import capacity, catalog, labels
 from tpuray.queues_config import QueuesConfig, TeamQueue, quota_tier
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"  # storage version of Kueue v0.17.0's CRDs
@@ -57,31 +57,54 @@ def flavor_name(pool: str, tier: capacity.Tier) -> str:
 class Flavor:
     pool: str
     tier: capacity.Tier
-    chips: int  # google.com/tpu per slice of the pool's shape
+    shape: catalog.SliceShape
+    fallback: bool = False  # a cross-generation shape of the pool's chain: admitted with zero quota
 
     @property
     def name(self) -> str:
+        if self.fallback:
+            return f"{self.pool}-{self.shape.generation}-{self.shape.topology}-{self.tier.key}"
         return flavor_name(self.pool, self.tier)
+
+    @property
+    def chips(self) -> int:
+        return self.shape.chips
 
 
 def _queues(cfg: Any) -> QueuesConfig | None:
     return getattr(cfg, "queues", None)
 
 
+def fallback_flavors(cfg: Any, pool_name: str) -> list[Flavor]:
+    """A zero-quota flavor per fallback shape of a queued pool. Kueue assigns a flavor to every
+    pod set, the empty fallback worker groups too (a resource the ClusterQueue covers is checked
+    even at quantity 0: kueue pkg/scheduler/flavorassigner), and their pods select the other
+    shape: without a flavor of that shape the whole job would be inadmissible. Replicas the
+    driver asks for later are scaled by Ray's autoscaler, outside Kueue's admission."""
+    pool = cfg.pool(pool_name)
+    return [
+        Flavor(pool.name, fb.capacity[0].kind, catalog.lookup(fb.generation, fb.topology), fallback=True)
+        for fb in pool.fallback
+    ]
+
+
 def flavors(cfg: Any) -> list[Flavor]:
-    """The (pool, tier) flavors the teams have quota on, in the order the config first names them."""
+    """The flavors the teams' queues name, in the order the config first names them: each quota's
+    (pool, tier), then the zero-quota flavors of the pool's fallback shapes."""
     queues = _queues(cfg)
     found: dict[str, Flavor] = {}
     for team in queues.teams if queues else []:
         for quota in team.quotas:
-            tier = quota_tier(cfg, quota)
-            flavor = Flavor(quota.pool, tier, cfg.pool(quota.pool).shape.chips)
+            flavor = Flavor(quota.pool, quota_tier(cfg, quota), cfg.pool(quota.pool).shape)
             found.setdefault(flavor.name, flavor)
+        for pool in dict.fromkeys(q.pool for q in team.quotas):
+            for flavor in fallback_flavors(cfg, pool):
+                found.setdefault(flavor.name, flavor)
     return list(found.values())
 
 
 def resource_flavor(cfg: Any, flavor: Flavor) -> dict[str, Any]:
-    shape = cfg.pool(flavor.pool).shape
+    shape = flavor.shape
     node_labels = {
         labels.COMPUTE_CLASS: cfg.pool(flavor.pool).compute_class,
         labels.GKE_TPU_ACCELERATOR: shape.gke_accelerator,
@@ -90,8 +113,12 @@ def resource_flavor(cfg: Any, flavor: Flavor) -> dict[str, Any]:
     if flavor.tier.node_label is not None:
         node_labels[flavor.tier.node_label] = "true"
     spec: dict[str, Any] = {"nodeLabels": node_labels}
-    if (toleration := capacity.toleration(flavor.tier)) is not None:
-        spec["tolerations"] = [toleration]
+    tolerations = [t] if (t := capacity.toleration(flavor.tier)) is not None else []
+    if flavor.pool in queued_provisioning_pools(cfg) and not flavor.fallback:
+        # Nodes of a ProvisioningRequest carry this taint; Kueue adds a flavor's tolerations to the pods.
+        tolerations.append({"key": labels.GKE_QUEUED, "operator": "Exists", "effect": "NoSchedule"})
+    if tolerations:
+        spec["tolerations"] = tolerations
     return _object("ResourceFlavor", flavor.name, spec)
 
 
@@ -127,6 +154,9 @@ def cluster_queue(cfg: Any, team: TeamQueue) -> dict[str, Any]:
         tpu_flavors.append({"name": name, "resources": [resource]})
         if quota.pool in queued_provisioning_pools(cfg):
             checked.append(name)
+    for pool in dict.fromkeys(q.pool for q in team.quotas):
+        for flavor in fallback_flavors(cfg, pool):
+            tpu_flavors.append({"name": flavor.name, "resources": [{"name": labels.TPU_RESOURCE, "nominalQuota": 0}]})
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team_namespace(cfg, team)}},
         "resourceGroups": [

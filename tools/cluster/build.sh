@@ -42,7 +42,14 @@ build_kueue() {
   echo "kueue built in $(( $(date +%s) - start )) s: $kueue_out ($(du -sh "$kueue_out" | cut -f1))"
 }
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kuberay-operator" ]]; then
+# The version kube-apiserver reports (GET /version), stamped as upstream's hack/lib/version.sh
+# does; unstamped it says v0.0.0-master+$Format:%H$, which Kueue cannot parse and exits on.
+K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
+LDFLAGS="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+LDFLAGS="$LDFLAGS -X k8s.io/component-base/version.gitMinor=$K8S_MINOR -X k8s.io/component-base/version.gitTreeState=clean"
+stamped() { [[ "$("$1/kube-apiserver" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]]; }
+
+if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kuberay-operator" ]] && stamped "$out"; then
   echo "cluster tools present: $out"
   command -v go >/dev/null || { [[ -x "$kueue_out/kueue" ]] && exit 0; echo "cluster-tools: Go is not installed (https://go.dev/dl/); kueue needs it" >&2; exit 2; }
   build_kueue
@@ -51,7 +58,7 @@ fi
 command -v go >/dev/null || { echo "cluster-tools: Go is not installed (https://go.dev/dl/); the control-plane tests need it" >&2; exit 2; }
 mkdir -p "$out.tmp"
 start=$(date +%s)
-go build -trimpath -o "$out.tmp/" ./cmd/kube-apiserver ./cmd/etcd
+go build -trimpath -ldflags "$LDFLAGS" -o "$out.tmp/" ./cmd/kube-apiserver ./cmd/etcd
 GOBIN="$out.tmp" go install -trimpath "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
 mv "$out.tmp/ray-operator" "$out.tmp/kuberay-operator"
 rm -rf "$out" && mv "$out.tmp" "$out"

@@ -43,17 +43,22 @@ def _name(res: Resource) -> Any:
     return get(res.props, "metadata", "name")
 
 
+def _namespace(res: Resource) -> Any:
+    """An object's namespace: one a manifest leaves out is the one kubectl applies it to, default."""
+    return get(res.props, "metadata", "namespace") or "default"
+
+
 def _queued_rayjobs(resources: list[Resource], config: dict[str, Any]) -> Iterator[Finding]:
     local_queues = _of(resources, "LocalQueue")
     if not local_queues:
         return
     by_namespace: dict[Any, list[Any]] = {}
     for lq in local_queues:
-        by_namespace.setdefault(get(lq.props, "metadata", "namespace"), []).append(_name(lq))
+        by_namespace.setdefault(_namespace(lq), []).append(_name(lq))
     for res in resources:
         if res.type not in RAY_TYPES or res.kind != "RayJob" or not tpu_groups(res.props):
             continue
-        namespace = get(res.props, "metadata", "namespace")
+        namespace = _namespace(res)
         names = sorted(str(n) for n in by_namespace.get(namespace, []))
         fix = f"one of {', '.join(names)}" if names else f"a LocalQueue declared in namespace {show(namespace)}"
         queue = get(res.props, "metadata", "labels", KUEUE_QUEUE_NAME)
@@ -84,7 +89,7 @@ def _tpu_quotas(cq: Resource) -> Iterator[tuple[str, str, int]]:
                 yield f"spec.resourceGroups[{i}].flavors[{j}]", str(as_dict(flavor).get("name")), total
 
 
-def _quota_holds_a_slice(resources: list[Resource], config: dict[str, Any]) -> Iterator[Finding]:
+def _quota_fits_a_slice(resources: list[Resource], config: dict[str, Any]) -> Iterator[Finding]:
     flavors = {_name(f): as_dict(get(f.props, "spec", "nodeLabels")) for f in _of(resources, "ResourceFlavor")}
     for cq in _of(resources, "ClusterQueue"):
         for where, flavor, total in _tpu_quotas(cq):
@@ -135,10 +140,10 @@ RULES = (
         profile=PROJECT,  # Kueue runs an unlabelled job; this project keeps slices inside the quotas
     ),
     Rule(
-        "queue-quota-holds-a-slice",
+        "queue-quota-fits-a-slice",
         "A ClusterQueue's google.com/tpu quota on a TPU flavor is 0 or at least one slice of the flavor's shape.",
         MANDATORY,
-        stack_check=_quota_holds_a_slice,
+        stack_check=_quota_fits_a_slice,
         kubernetes=True,
         profile=GKE,  # nothing is ever admitted: the job waits forever
     ),
