@@ -104,6 +104,11 @@ def test_prod_has_a_cluster_queue_per_team_in_one_cohort_each_owning_one_v6e_sli
     assert sorted(queues) == ["research", "training"]
     for cq in queues.values():
         assert cq["spec"]["cohortName"] == "acme-ml-prod"
+        assert cq["spec"]["preemption"] == {
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+        }
         assert cq["spec"]["resourceGroups"][1] == {
             "coveredResources": ["google.com/tpu"],
             "flavors": [

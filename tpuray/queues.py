@@ -181,6 +181,10 @@ def cluster_queue(cfg: Any, team: TeamQueue) -> dict[str, Any]:
     if queues.cohort:
         spec["cohortName"] = queues.cohort
         spec["preemption"]["reclaimWithinCohort"] = "Any"
+        # A job larger than its queue's nominal quota borrows; Kueue preempts for a borrowing job
+        # only with borrowWithinCohort (pkg/scheduler/flavorassigner fitsResourceQuota,
+        # canPreemptWhileBorrowing): then a lower priority yields to it, in its queue or the cohort.
+        spec["preemption"]["borrowWithinCohort"] = {"policy": "LowerPriority"}
     if checked:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": QUEUED_PROVISIONING, "onFlavors": checked}]}
     return _object("ClusterQueue", team.name, spec)
