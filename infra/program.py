@@ -15,10 +15,10 @@ from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.queues import KueueQueues, KueueQueuesArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
-from tpuray import queues
 from tpuray.checks import gke_versions
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, terraform
 from tpuray.config.checks import parse_stack_config
+from tpuray.desired import queues
 from tpuray.desired.state import desire
 
 

@@ -79,9 +79,9 @@ def preview_text(run: StackRun) -> str:
     tests/test_tpu_zones.py test them)."""
     import io
 
-    from tpuray import queue_cost, terminal
+    from tpuray import terminal
     from tpuray.commands.preview import print_delivery, print_table, print_violations
-    from tpuray import queue_cost
+    from tpuray.cost import queues as queue_cost
     from tpuray.cost.table import cost_table, stack_cost
     from tpuray.policies.evaluate import check_stack as policy_violations
 

@@ -37,7 +37,7 @@ CRD_FILES = [
     *sorted((SCHEMA_DIR / "gke-gateway").glob("*.yaml")),
     # The SecretProviderClass of an llm stack's Hugging Face token (infra/components/hf_secret.py).
     *sorted((SCHEMA_DIR / "secrets-store-csi-driver").glob("*.yaml")),
-    # The Kueue kinds of a stack with tpuray:queues (tpuray/queues.py), as `tpuray check` validates them.
+    # The Kueue kinds of a stack with tpuray:queues (tpuray/desired/queues.py), as `tpuray check` validates them.
     *sorted((SCHEMA_DIR / "kueue").glob("*.yaml")),
 ]
 
@@ -67,7 +67,7 @@ def _stack_objects(plane: ControlPlane, stack: str) -> list[dict[str, Any]]:
 
 def _apply_stack(plane: ControlPlane, stack: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(sent, stored) for every rendered object of the stack, namespaces first. A queued object
-    (created suspended, tpuray/queues.py) goes in as Kueue leaves it once it admitted it:
+    (created suspended, tpuray/desired/queues.py) goes in as Kueue leaves it once it admitted it:
     there is no Kueue here (tests/test_kueue_control_plane.py runs it)."""
     return [(obj, plane.apply(_as_admitted(obj))) for obj in _stack_objects(plane, stack)]
 

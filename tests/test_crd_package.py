@@ -166,7 +166,7 @@ def test_a_cached_parse_is_read_back_instead_of_parsing_again(tmp_path: Path, mo
 
 def test_an_re2_pattern_with_its_flag_after_the_anchor_is_matched_as_the_api_server_does() -> None:
     # Kueue's CRDs write `^(?i)[a-z]...` (Go RE2 takes the flag there; Python's re refuses it).
-    from tpuray.schemas import schema_errors
+    from tpuray.checks.schemas import schema_errors
 
     check = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "dws"},
              "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",

@@ -30,8 +30,8 @@ from tests.kueue_plane import condition, kueue_missing, start_kueue, wait_for, w
 from tests.test_control_plane import CRD_FILES
 from tpuray.config import read_stack_file, stacks_dir
 from tpuray.labels import KUEUE_PRIORITY_CLASS, KUEUE_QUEUE_NAME, RAY_CLUSTER
-from tpuray.mockrun import run_stack
-from tpuray.render import manifests
+from tpuray.preview.mockrun import run_stack
+from tpuray.preview.render import manifests
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 RAY = "ray.io/v1"

@@ -8,9 +8,10 @@ import yaml
 from conftest import mocked
 
 from tests.stack_edits import errors
-from tpuray.config import parse_stack_config, read_stack_file, stacks_dir
-from tpuray.mockrun import run_stack
-from tpuray.render import manifests
+from tpuray.config import read_stack_file, stacks_dir
+from tpuray.config.checks import parse_stack_config
+from tpuray.preview.mockrun import run_stack
+from tpuray.preview.render import manifests
 
 
 def _objects(stack: str, kind: str) -> dict[str, dict[str, Any]]:
@@ -116,7 +117,7 @@ def test_prod_has_a_cluster_queue_per_team_in_one_cohort_each_owning_one_v6e_sli
                     "name": "v6e-train-reservation",
                     "resources": [{"name": "google.com/tpu", "nominalQuota": 16, "borrowingLimit": 16}],
                 },
-                # The empty v5e fallback group is admitted at zero chips (tpuray/queues.py fallback_flavors).
+                # The empty v5e fallback group is admitted at zero chips (tpuray/desired/queues.py fallback_flavors).
                 {"name": "v6e-train-v5e-4x4-on-demand", "resources": [{"name": "google.com/tpu", "nominalQuota": 0}]},
             ],
         }
@@ -138,7 +139,7 @@ def test_a_flavor_carries_the_pools_node_labels_and_no_tier_label_for_a_reservat
 def test_a_spot_flavor_selects_spot_nodes_and_tolerates_their_taint() -> None:
     raw = read_stack_file(stacks_dir() / "Pulumi.dev.yaml")
     raw["queues"]["teams"][0]["quotas"][0]["tier"] = "spot"
-    from tpuray import queues
+    from tpuray.desired import queues
 
     (flavor,) = [o for o in queues.objects(parse_stack_config(raw, "dev")) if o["metadata"]["name"] == "v6e-dev-spot"]
     assert flavor["spec"]["nodeLabels"]["cloud.google.com/gke-spot"] == "true"
@@ -215,7 +216,7 @@ def test_a_queued_provisioning_pool_is_a_queued_flex_start_node_pool_with_its_ad
 
 
 def test_the_quotas_cap_prods_queued_spend_at_the_reserved_rate_of_both_teams_nominal_chips() -> None:
-    from tpuray.queue_cost import preview_lines, quota_cap
+    from tpuray.cost.queues import preview_lines, quota_cap
 
     cap = quota_cap(mocked("prod").config)
     assert cap is not None and round(cap.hourly or 0, 2) == 60.48  # 32 chips x $1.89 (prod's tpuray:prices)

@@ -53,7 +53,7 @@ GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_FLEX_START = "cloud.google.com/gke-flex-start"
 # The NoSchedule taint of nodes GKE creates for a ProvisioningRequest (queued provisioning); pods
 # admitted through one tolerate it (GKE's Ray TPU DWS sample, kubernetes-engine-samples
-# tpu/dws/rayjob-tpu-v6e-dws.yaml; tpuray/queues.py puts it on the pool's flavor).
+# tpu/dws/rayjob-tpu-v6e-dws.yaml; tpuray/desired/queues.py puts it on the pool's flavor).
 GKE_QUEUED = "cloud.google.com/gke-queued"
 # Compute Engine reservation affinity key of a node pool that consumes a specific reservation.
 RESERVATION_AFFINITY_KEY = "compute.googleapis.com/reservation-name"
@@ -86,7 +86,7 @@ def ray_cluster_spec(manifest: dict) -> dict:
     return found[1] if isinstance(found[1], dict) else {}
 
 
-# Kueue (tpuray/queues.py): the LocalQueue a workload waits in and its WorkloadPriorityClass
+# Kueue (tpuray/desired/queues.py): the LocalQueue a workload waits in and its WorkloadPriorityClass
 # (sigs.k8s.io/kueue pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel).
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"

@@ -1,4 +1,4 @@
-"""KueueQueues: the stack's Kueue objects (tpuray/queues.py builds them from tpuray:queues).
+"""KueueQueues: the stack's Kueue objects (tpuray/desired/queues.py builds them from tpuray:queues).
 
 Declared as pulumi-kubernetes CustomResources, never inside Helm or a ConfigGroup, so the policy
 pack sees them. Team namespaces other than the workloads namespace are declared here with the
@@ -14,9 +14,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tpuray import labels, queues
+from tpuray import labels
 from tpuray.config import StackConfig
-from tpuray.desired import pod_security
+from tpuray.desired import pod_security, queues
 
 
 class KubeObject(k8s.apiextensions.CustomResource):

@@ -61,7 +61,7 @@ class SlicePoolArgs:
     cluster_name: pulumi.Input[str]
     node_service_account: pulumi.Input[str]
     stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
-    # Only DWS queued provisioning fills the pool (tpuray/queues_config.py checks it is flex-start).
+    # Only DWS queued provisioning fills the pool (tpuray/config/queues.py checks it is flex-start).
     queued_provisioning: bool = False
 
 

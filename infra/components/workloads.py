@@ -16,9 +16,9 @@ import yaml
 
 from infra.components import hf_secret, identities, network, pod_egress
 from ray_apps import contracts, health
-from tpuray import labels, queues
+from tpuray import labels
 from tpuray.config import ConfigError, StackConfig
-from tpuray.desired import llm_stack, pod_security
+from tpuray.desired import llm_stack, pod_security, queues
 from tpuray.desired.state import RayObject, StackDesire
 
 

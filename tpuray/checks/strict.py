@@ -348,7 +348,7 @@ def _lookup(plain: Any, path: str) -> Any:
 
 def _envelope_only(type_token: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """The inputs of a custom resource without the top-level fields its packaged CRD declares."""
-    from tpuray import schemas
+    from tpuray.checks import schemas
 
     _, group_version, kind = type_token.split(":", 2)
     manifest = {"apiVersion": group_version, "kind": kind}

@@ -13,9 +13,9 @@ import json
 
 from rich.table import Table
 
-from tpuray import queue_cost
 from tpuray import terminal
 from tpuray.config.checks import load_stack
+from tpuray.cost import queues as queue_cost
 from tpuray.cost.table import cost_table, price_text, stack_cost
 from tpuray.cost.token_cost import per_token_costs
 

@@ -12,9 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tpuray import queue_cost
 from tpuray import capacity, terminal
 from tpuray.checks import tpu_zones
+from tpuray.cost import queues as queue_cost
 from tpuray.cost.pricebook import age_text
 from tpuray.cost.table import cost_table, stack_cost
 from tpuray.desired import worker_group

@@ -22,12 +22,12 @@ from tpuray.checks.gcp_names import GCS_LOCATION
 from tpuray.config.base import CONFIG_KEYS, NAMESPACE
 from tpuray.config.files import read_stack_file, resolve_stack_file
 from tpuray.config.pools import CapacityTier, price_tiers, tier_keys
+from tpuray.config.queues import queue_lines
 from tpuray.config.schema import IMAGE_NAMES, StackConfig, TerraformOutputs
 from tpuray.config.security import hardening_lines, network_lines
 from tpuray.desired import checks as derived
 from tpuray.desired import llm_stack
 from tpuray.errors import ConfigError
-from tpuray.queues_config import queue_lines
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 

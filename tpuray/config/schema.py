@@ -16,8 +16,8 @@ from tpuray.config.base import ConfigModel
 from tpuray.config.cluster import ClusterConfig, GcpConfig
 from tpuray.config.files import stacks_dir
 from tpuray.config.pools import SlicePoolConfig
+from tpuray.config.queues import QueuesConfig
 from tpuray.config.workloads import _TRAIN, RayConfig, WorkloadsConfig
-from tpuray.queues_config import QueuesConfig
 
 IMAGE_NAMES = ("ray-tpu", "serve-llm")  # images/<name>/Dockerfile (tpuray/images.py)
 

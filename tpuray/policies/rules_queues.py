@@ -1,7 +1,7 @@
 """Kueue queue rules: queued RayJobs, quotas that hold a whole slice, flavors that match a pool.
 
 What Kueue itself does not refuse but what leaves TPU work outside the quotas or waiting forever
-(tpuray/queues.py builds the objects; docs/capacity.md "Queues"):
+(tpuray/desired/queues.py builds the objects; docs/capacity.md "Queues"):
 - a RayJob on TPU slices without `kueue.x-k8s.io/queue-name` in a stack that declares queues runs
   outside every quota (Kueue manages only labelled jobs unless manageJobsWithoutQueueName);
 - Kueue admits a workload whole (all of its pods' requests against the quota at once), so a

@@ -1,6 +1,6 @@
 """Kueue in front of the Ray workloads: the one home of the queue concept (docs/capacity.md "Queues").
 
-From `tpuray:queues` (tpuray/queues_config.py) this module builds, as plain manifests:
+From `tpuray:queues` (tpuray/config/queues.py) this module builds, as plain manifests:
 - a ResourceFlavor per slice pool and capacity tier that a team has quota on (`<pool>-<tier>`).
   Its nodeLabels are what the pool's TPU hosts carry: the pool's ComputeClass label, the shape's
   GKE accelerator and topology (tpuray/catalog.py), and the tier's own node label where GKE sets
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuray import capacity, catalog, labels
-from tpuray.queues_config import QueuesConfig, TeamQueue, quota_tier
+from tpuray.config.queues import QueuesConfig, TeamQueue, quota_tier
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"  # storage version of Kueue v0.17.0's CRDs
 DEFAULT_FLAVOR = "default-flavor"

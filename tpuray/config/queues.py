@@ -1,5 +1,5 @@
 """Stack config for Kueue in front of the Ray workloads: `tpuray:queues` (part of tpuray/config.py's
-StackConfig; the objects it becomes are built by tpuray/queues.py, docs/capacity.md "Queues").
+StackConfig; the objects it becomes are built by tpuray/desired/queues.py, docs/capacity.md "Queues").
 
     tpuray:queues:
       cohort: acme-ml                  # the teams' ClusterQueues lend each other unused quota

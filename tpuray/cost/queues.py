@@ -2,7 +2,7 @@
 
 Kueue admits a queued workload only within quota, and borrowing moves unused nominal quota
 between the ClusterQueues of a cohort, never past its sum: at most the sum of every team's
-nominal google.com/tpu quota runs at once on each flavor (pool and tier, tpuray/queues.py). The
+nominal google.com/tpu quota runs at once on each flavor (pool and tier, tpuray/desired/queues.py). The
 cap prices each flavor's chips at its tier's price per chip-hour (tpuray/cost.py `price`); an
 unpublished price counts at its published ceiling (spot: on-demand), so the cap stays an upper
 bound, and an unbounded one leaves the cap unknown. Ray objects that are not queued (a pool no
@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tpuray import queues
-from tpuray.cost import money, price
-from tpuray.pricebook import hours_per_month
-from tpuray.queues_config import quota_tier
+from tpuray.config.queues import quota_tier
+from tpuray.cost.pricebook import hours_per_month
+from tpuray.cost.table import money, price
+from tpuray.desired import queues
 
 
 @dataclass(frozen=True)
