@@ -93,6 +93,8 @@ values = st.one_of(
 USED_BY: dict[Path_, tuple[Path_, ...]] = {
     ("slicePools",): (("workloads",), ("queues",)),
     ("workloads",): (("queues",),),
+    # tpuray:images.repository decides whether tpuray:ray.image must be pinned by digest (Binary Authorization).
+    ("images",): (("ray",),),
 }
 
 
