@@ -12,11 +12,13 @@ from infra.components.capacity_chain import CapacityChain, CapacityChainArgs
 from infra.components.cluster import GkeCluster, GkeClusterArgs
 from infra.components.hardening import binary_authorization_policy
 from infra.components.observability import Observability, ObservabilityArgs
+from infra.components.queues import KueueQueues, KueueQueuesArgs
 from infra.components.slice_pool import SlicePool, SlicePoolArgs
 from infra.components.workloads import RayWorkloads, RayWorkloadsArgs
 from tpuray.checks import gke_versions
 from tpuray.config import CONFIG_KEYS, NAMESPACE, ConfigError, StackConfig, terraform
 from tpuray.config.checks import parse_stack_config
+from tpuray.desired import queues
 from tpuray.desired.state import desire
 
 
@@ -72,6 +74,7 @@ def build(cfg: StackConfig) -> None:
                 cluster_name=cluster.name,
                 node_service_account=cluster.node_service_account,
                 stack=cfg.stack,
+                queued_provisioning=pool.name in queues.queued_provisioning_pools(cfg),
             ),
             opts,
         )
@@ -80,12 +83,18 @@ def build(cfg: StackConfig) -> None:
             CapacityChainArgs(pool=pool, provider=cluster.provider, node_service_account=cluster.node_service_account),
         )
     workloads = cfg.workloads
+    ray: list[pulumi.Resource] = []
     if workloads.train or workloads.serve or workloads.interactive:
-        RayWorkloads(
-            "ray",
-            RayWorkloadsArgs(desired=desired, provider=cluster.provider, workload_pool=cluster.workload_pool),
-            opts,
-        )
+        ray = [
+            RayWorkloads(
+                "ray",
+                RayWorkloadsArgs(desired=desired, provider=cluster.provider, workload_pool=cluster.workload_pool),
+                opts,
+            )
+        ]
+
+    if cfg.queues is not None:
+        KueueQueues("queues", KueueQueuesArgs(config=cfg, provider=cluster.provider, after=ray), opts)
 
     Observability("obs", ObservabilityArgs(config=cfg), opts)
 

@@ -63,7 +63,16 @@ def tools_dir() -> Path:
 
 
 def tools_missing() -> list[str]:
-    return [b for b in ("etcd", "kube-apiserver", "kuberay-operator") if not (tools_dir() / b).is_file()]
+    missing = [b for b in ("etcd", "kube-apiserver", "kuberay-operator") if not (tools_dir() / b).is_file()]
+    if not missing and not _stamped(tools_dir() / "kube-apiserver"):
+        missing.append("kube-apiserver stamped with its version (built before build.sh stamped it)")
+    return missing
+
+
+def _stamped(binary: Path) -> bool:
+    """kube-apiserver reports its release in GET /version (Kueue parses it; build.sh stamps it)."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+    return out.startswith("Kubernetes v") and "$Format" not in out
 
 
 def free_port() -> int:
@@ -109,7 +118,7 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        for name in ("kuberay-operator", "kube-apiserver", "etcd"):
+        for name in ("kueue", "kuberay-operator", "kube-apiserver", "etcd"):  # kueue: tests/kueue_plane.py
             proc = self.processes.pop(name, None)
             if proc is None or proc.poll() is not None:
                 continue

@@ -88,7 +88,14 @@ values = st.one_of(
 
 # Keys that other keys use by value: a change there may be refused where it is used (a slice pool
 # removed or renamed is refused as the workload's `pool` that no longer names a pool).
-USED_BY: dict[Path_, Path_] = {("slicePools",): ("workloads",)}
+# The queues (tpuray:queues) use both: a quota names a pool and one of its tiers, and the workloads
+# team must be able to hold the training job's slices.
+USED_BY: dict[Path_, tuple[Path_, ...]] = {
+    ("slicePools",): (("workloads",), ("queues",)),
+    ("workloads",): (("queues",),),
+    # tpuray:images.repository decides whether tpuray:ray.image must be pinned by digest (Binary Authorization).
+    ("images",): (("ray",),),
+}
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,7 @@ class Change:
         path = self.path
         if self.action == "add-unknown" and isinstance(path[-1], str):
             path = (*path[:-1], f"{path[-1]}Typo")
-        users = [key_text(user) for used, user in USED_BY.items() if path[: len(used)] == used]
+        users = [key_text(user) for used, users in USED_BY.items() if path[: len(used)] == used for user in users]
         return [key_text(path[:n]) for n in range(len(path), 0, -1)] + users
 
 

@@ -81,6 +81,7 @@ def preview_text(run: StackRun) -> str:
 
     from tpuray import terminal
     from tpuray.commands.preview import print_delivery, print_table, print_violations
+    from tpuray.cost import queues as queue_cost
     from tpuray.cost.table import cost_table, stack_cost
     from tpuray.policies.evaluate import check_stack as policy_violations
 
@@ -89,6 +90,8 @@ def preview_text(run: StackRun) -> str:
     print_table(run, console)
     print_delivery(run, console)
     console.print(cost_table(stack_cost(run.config)))
+    for line in queue_cost.preview_lines(run.config):
+        console.print(line)
     print_violations(policy_violations(run), console)
     return normalise(out.getvalue())
 

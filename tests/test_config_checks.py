@@ -52,7 +52,8 @@ CASES: list[tuple[str, Edit, str]] = [
     # ------------------------------------------------------------------ top level and pydantic
     ("unknown top-level key", lambda c: c.update(clusters={}),
      "tpuray:clusters: unknown key; valid: tpuray:environment, tpuray:gcp, tpuray:cluster, tpuray:slicePools, "
-     "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform, tpuray:observability, tpuray:images"),
+     "tpuray:ray, tpuray:workloads, tpuray:prices, tpuray:terraform, tpuray:observability, tpuray:images, "
+     "tpuray:queues"),
     ("unknown nested key", lambda c: pool(c).update(topolgy="4x4"),
      "tpuray:slicePools[0].topolgy: unknown key (value '4x4'); check the spelling in docs/configuration.md"),
     # A key the user wrote with brackets is shown as written (the location is the user's keys,

@@ -7,6 +7,7 @@ missing tool is a failure.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -20,6 +21,7 @@ from conftest import STACKS, mocked
 from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
 from tpuray.checks.schemas import SCHEMA_DIR
 from tpuray.config import stacks_dir
+from tpuray.labels import KUEUE_QUEUE_NAME
 from tpuray.preview.mockrun import run_stack
 from tpuray.preview.render import manifests
 from tpuray.shared import shared_path
@@ -35,6 +37,8 @@ CRD_FILES = [
     *sorted((SCHEMA_DIR / "gke-gateway").glob("*.yaml")),
     # The SecretProviderClass of an llm stack's Hugging Face token (infra/components/hf_secret.py).
     *sorted((SCHEMA_DIR / "secrets-store-csi-driver").glob("*.yaml")),
+    # The Kueue kinds of a stack with tpuray:queues (tpuray/desired/queues.py), as `tpuray check` validates them.
+    *sorted((SCHEMA_DIR / "kueue").glob("*.yaml")),
 ]
 
 
@@ -62,8 +66,20 @@ def _stack_objects(plane: ControlPlane, stack: str) -> list[dict[str, Any]]:
 
 
 def _apply_stack(plane: ControlPlane, stack: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(sent, stored) for every rendered object of the stack, namespaces first."""
-    return [(obj, plane.apply(obj)) for obj in _stack_objects(plane, stack)]
+    """(sent, stored) for every rendered object of the stack, namespaces first. A queued object
+    (created suspended, tpuray/desired/queues.py) goes in as Kueue leaves it once it admitted it:
+    there is no Kueue here (tests/test_kueue_control_plane.py runs it)."""
+    return [(obj, plane.apply(_as_admitted(obj))) for obj in _stack_objects(plane, stack)]
+
+
+def _as_admitted(obj: dict[str, Any]) -> dict[str, Any]:
+    """A queued Ray object with what Kueue changes when it admits it: suspend false."""
+    if KUEUE_QUEUE_NAME not in obj.get("metadata", {}).get("labels", {}):
+        return obj
+    out = copy.deepcopy(obj)
+    spec = out["spec"]["rayClusterConfig"] if out["kind"] == "RayService" else out["spec"]
+    spec["suspend"] = False
+    return out
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -226,6 +242,7 @@ def test_the_hugging_face_token_volume_reaches_the_serve_pods_past_pod_security_
     doc["config"]["tpuray:workloads"]["namespace"] = "ray-hf"
     doc["config"]["tpuray:workloads"]["serve"]["hfTokenSecret"] = "projects/acme-ml-prod/secrets/hf-token"
     doc["config"]["tpuray:workloads"].pop("train")
+    doc["config"].pop("tpuray:queues")  # the queues' objects and team namespace are not this test's
     path = tmp_path / "Pulumi.prod-hf.yaml"
     path.write_text(yaml.safe_dump(doc))
     kinds = ("Namespace", "ServiceAccount", "SecretProviderClass", "RayService")
@@ -554,7 +571,7 @@ def _operator_verdicts(plane: ControlPlane, corpus: list[tuple[str, dict[str, An
     for i, (label, obj) in enumerate(corpus):
         if obj.get("apiVersion") != "ray.io/v1":
             continue
-        obj = {**obj, "metadata": {**obj["metadata"], "namespace": f"op-{i}"}}
+        obj = {**_as_admitted(obj), "metadata": {**obj["metadata"], "namespace": f"op-{i}"}}
         plane.ensure_namespace(f"op-{i}")
         try:
             plane.apply(obj)

@@ -46,6 +46,12 @@ def test_the_loader_finds_every_kind_the_project_renders_with_its_served_version
         ("cloud.google.com", "ComputeClass"): ("v1",),
         ("gateway.networking.k8s.io", "Gateway"): ("v1", "v1beta1"),
         ("gateway.networking.k8s.io", "HTTPRoute"): ("v1", "v1beta1"),
+        ("kueue.x-k8s.io", "AdmissionCheck"): ("v1beta1", "v1beta2"),
+        ("kueue.x-k8s.io", "ClusterQueue"): ("v1beta1", "v1beta2"),
+        ("kueue.x-k8s.io", "LocalQueue"): ("v1beta1", "v1beta2"),
+        ("kueue.x-k8s.io", "ProvisioningRequestConfig"): ("v1beta1", "v1beta2"),
+        ("kueue.x-k8s.io", "ResourceFlavor"): ("v1beta1", "v1beta2"),
+        ("kueue.x-k8s.io", "WorkloadPriorityClass"): ("v1beta1", "v1beta2"),
         ("networking.gke.io", "GCPBackendPolicy"): ("v1",),
         ("networking.gke.io", "HealthCheckPolicy"): ("v1",),
         ("ray.io", "RayCluster"): ("v1", "v1alpha1"),
@@ -75,15 +81,21 @@ def test_a_built_package_carries_every_crd_schema(tmp_path: Path) -> None:
     module, kinds = json.loads(out.stdout)
     assert module.startswith(str(build))
     assert kinds == [
+        "AdmissionCheck",
+        "ClusterQueue",
         "ComputeClass",
         "GCPBackendPolicy",
         "Gateway",
         "HTTPRoute",
         "HealthCheckPolicy",
+        "LocalQueue",
+        "ProvisioningRequestConfig",
         "RayCluster",
         "RayJob",
         "RayService",
+        "ResourceFlavor",
         "SecretProviderClass",
+        "WorkloadPriorityClass",
     ]
 
 
@@ -150,3 +162,17 @@ def test_a_cached_parse_is_read_back_instead_of_parsing_again(tmp_path: Path, mo
         assert schemas._documents(path) == ({"kind": "from-cache"},)
     finally:
         schemas._documents.cache_clear()
+
+
+def test_an_re2_pattern_with_its_flag_after_the_anchor_is_matched_as_the_api_server_does() -> None:
+    # Kueue's CRDs write `^(?i)[a-z]...` (Go RE2 takes the flag there; Python's re refuses it).
+    from tpuray.checks.schemas import schema_errors
+
+    check = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "dws"},
+             "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                      "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "c"}}}  # fmt: skip
+    assert schema_errors(check) == []
+    check["spec"]["parameters"]["kind"] = "9Config"
+    assert schema_errors(check) == [
+        "AdmissionCheck/dws: spec.parameters.kind: '9Config' does not match '(?i)^[a-z]([-a-z0-9]*[a-z0-9])?$'"
+    ]

@@ -73,7 +73,11 @@ def _change(stack: StackDiff, type_: str, name: str) -> Any:
 
 
 def test_topology_change_replaces_the_slice_node_pool(project: Path) -> None:
-    _change_stack(project, "dev", lambda c: _pool(c, "v6e-dev").update(topology="4x8"))
+    def to_4x8(config: dict[str, Any]) -> None:
+        _pool(config, "v6e-dev").update(topology="4x8")
+        config["tpuray:queues"]["teams"][0]["quotas"][0]["chips"] = 32  # the dev queue holds one 4x8 slice
+
+    _change_stack(project, "dev", to_4x8)
     stack = _only(run_diff(project, "base", ["dev"]))
     pool = _change(stack, NODE_POOL, "v6e-dev-0")
     fields = {f.path: (f.old, f.new) for f in pool.fields}

@@ -32,6 +32,7 @@ def dev_stack(tmp_path: Path, name: str, spot_only: bool = False, image: str | N
     doc = yaml.safe_load((stacks_dir() / "Pulumi.dev.yaml").read_text())
     if spot_only:  # spot-has-fallback: advisory in dev (policies/policy-config.dev.json)
         doc["config"]["tpuray:slicePools"][0]["capacity"] = [{"spot": True}]
+        doc["config"]["tpuray:queues"]["teams"][0]["quotas"][0]["tier"] = "spot"  # the chain's only tier now
     if image:  # ray-version-pinned: mandatory everywhere
         doc["config"]["tpuray:ray"]["image"] = image
     path = tmp_path / f"Pulumi.{name}.yaml"

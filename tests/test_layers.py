@@ -20,7 +20,7 @@ _READERS = ("infra", "tpuray.policies", "tpuray.preview", "tpuray.local", "tpura
 FORBIDDEN = {
     **{
         f"tpuray.config.{model}": ("tpuray.desired", "tpuray.config.checks", *_READERS)
-        for model in ("base", "cluster", "pools", "workloads", "schema", "files", "encoding")
+        for model in ("base", "cluster", "pools", "workloads", "schema", "files", "encoding", "queues")
     },
     "tpuray.config.checks": _READERS,
     "tpuray.desired": ("tpuray.config.checks", *_READERS),

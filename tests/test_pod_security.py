@@ -61,10 +61,13 @@ def test_prod_renders_head_worker_autoscaler_and_submitter_pods() -> None:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_ray_namespace_enforces_restricted(stack: str) -> None:
-    (ns,) = [m for m in manifests(mocked(stack)) if m["kind"] == "Namespace"]
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/warn"] == "restricted"
+def test_every_namespace_of_the_stack_enforces_restricted(stack: str) -> None:
+    # The Ray namespace, and a queue team's own (prod's research, infra/components/queues.py).
+    namespaces = [m for m in manifests(mocked(stack)) if m["kind"] == "Namespace"]
+    assert [ns["metadata"]["name"] for ns in namespaces] == {"prod": ["ray", "research"]}.get(stack, ["ray"])
+    for ns in namespaces:
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/warn"] == "restricted"
 
 
 def test_ray_pods_run_as_the_rayproject_images_own_user() -> None:

@@ -39,7 +39,7 @@ def previewed(monkeypatch: pytest.MonkeyPatch) -> StackRun:
 def test_preview_document_holds_stack_resources_cost_and_violations() -> None:
     run = fake_run()
     doc = command.preview_document(run, [VIOLATION])
-    assert list(doc) == ["stack", "resources", "cost", "violations"]
+    assert list(doc) == ["stack", "resources", "cost", "queues", "violations"]  # dev has tpuray:queues
     assert doc["stack"] == "dev"
     assert doc["resources"] == [
         {"type": "gcp:storage/bucket:Bucket", "name": "data", "inputs": run.resources[0].inputs}
@@ -49,7 +49,7 @@ def test_preview_document_holds_stack_resources_cost_and_violations() -> None:
 
 
 def test_preview_document_without_violations_has_no_violations_key() -> None:
-    assert list(command.preview_document(fake_run())) == ["stack", "resources", "cost"]
+    assert list(command.preview_document(fake_run())) == ["stack", "resources", "cost", "queues"]
 
 
 def test_json_preview_is_indented_by_two_and_writes_dates_as_text(previewed, capsys) -> None:

@@ -17,11 +17,17 @@ def test_render_writes_one_file_per_kubernetes_object_of_the_stack(tmp_path, cap
     # 15 NetworkPolicies: default-deny ingress and egress, then cluster, admin-head, metrics,
     # metrics-head and egress per Ray object, ingress for the RayService behind the Gateway, and
     # the RayJob's egress-api (it autoscales) and egress-submitter. 5 ServiceAccounts: one per role.
+    # Kueue (prod's tpuray:queues): a ClusterQueue and LocalQueue per team, the research team's
+    # Namespace, 3 ResourceFlavors (cpu/memory, the v6e reservation, the v5e fallback shape) and 2
+    # WorkloadPriorityClasses.
     assert kinds == (
-        ["ComputeClass", "ComputeClass", "Gateway", "HTTPRoute", "HealthCheckPolicy", "Namespace"]
+        ["ClusterQueue", "ClusterQueue", "ComputeClass", "ComputeClass", "Gateway", "HTTPRoute", "HealthCheckPolicy"]
+        + ["LocalQueue", "LocalQueue", "Namespace", "Namespace"]
         + ["NetworkPolicy"] * 15
         + ["RayJob", "RayService"]
+        + ["ResourceFlavor"] * 3
         + ["ServiceAccount"] * 5
+        + ["WorkloadPriorityClass"] * 2
     )
 
 

@@ -127,6 +127,20 @@ def test_custom_resource_metadata_is_checked_too():
     ]
 
 
+def test_custom_resource_fields_beside_spec_pass_when_its_crd_declares_them():
+    # A Kueue WorkloadPriorityClass has `value` and `description` at the top (infra/components/queues.py).
+    inputs = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"},
+              "value": 1000.0, "description": "d"}  # fmt: skip
+    assert check_inputs("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass", "high", inputs) == []
+
+
+def test_custom_resource_fields_beside_spec_that_its_crd_does_not_declare_are_refused():
+    inputs = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "train"}, "value": 1.0}
+    assert check_inputs("kubernetes:ray.io/v1:RayJob", "train", inputs) == [
+        'kubernetes:ray.io/v1:RayJob "train": inputs: unknown key "value"; CustomResource has no such key'
+    ]
+
+
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_every_stack_passes_the_strict_checks(stack):
     assert mocked(stack).input_errors == []

@@ -51,6 +51,10 @@ TPU_RESOURCE = "google.com/tpu"
 # gke-spot=true as a NoSchedule taint, which TPU worker pods tolerate.
 GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_FLEX_START = "cloud.google.com/gke-flex-start"
+# The NoSchedule taint of nodes GKE creates for a ProvisioningRequest (queued provisioning); pods
+# admitted through one tolerate it (GKE's Ray TPU DWS sample, kubernetes-engine-samples
+# tpu/dws/rayjob-tpu-v6e-dws.yaml; tpuray/desired/queues.py puts it on the pool's flavor).
+GKE_QUEUED = "cloud.google.com/gke-queued"
 # Compute Engine reservation affinity key of a node pool that consumes a specific reservation.
 RESERVATION_AFFINITY_KEY = "compute.googleapis.com/reservation-name"
 
@@ -81,6 +85,11 @@ def ray_cluster_spec(manifest: dict) -> dict:
         return spec if isinstance(spec, dict) else {}
     return found[1] if isinstance(found[1], dict) else {}
 
+
+# Kueue (tpuray/desired/queues.py): the LocalQueue a workload waits in and its WorkloadPriorityClass
+# (sigs.k8s.io/kueue pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel).
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 
 # Google Cloud resource labels for cost allocation and the stack's budget filter (lowercase
 # keys without '/' or '.': GCP label rules). On the cluster and on every node pool.

@@ -61,6 +61,8 @@ class SlicePoolArgs:
     cluster_name: pulumi.Input[str]
     node_service_account: pulumi.Input[str]
     stack: str = ""  # names the cost-allocation labels (infra/components/observability.py)
+    # Only DWS queued provisioning fills the pool (tpuray/config/queues.py checks it is flex-start).
+    queued_provisioning: bool = False
 
 
 class SlicePool(pulumi.ComponentResource):
@@ -109,6 +111,7 @@ class SlicePool(pulumi.ComponentResource):
                 node_locations=[args.zone],
                 **pool_size(shape.multi_host, from_zero, nodes_per_pool),
                 placement_policy=placement,
+                **({"queued_provisioning": {"enabled": True}} if args.queued_provisioning else {}),
                 management={"auto_repair": tier.kind.auto_repair, "auto_upgrade": True},
                 node_config={
                     "machine_type": shape.machine_type,

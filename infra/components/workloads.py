@@ -18,7 +18,7 @@ from infra.components import hf_secret, identities, network, pod_egress
 from ray_apps import contracts, health
 from tpuray import labels
 from tpuray.config import ConfigError, StackConfig
-from tpuray.desired import llm_stack, pod_security
+from tpuray.desired import llm_stack, pod_security, queues
 from tpuray.desired.state import RayObject, StackDesire
 
 
@@ -180,12 +180,18 @@ class RayWorkloads(pulumi.ComponentResource):
             )
 
         def custom(kind: str, object_name: str, spec: dict[str, Any], after: list[pulumi.Resource]) -> None:
+            # Queued in Kueue where the stack has queues: its LocalQueue's label, created suspended (queues.py).
+            pool = {"RayJob": wl.train, "RayService": wl.serve, "RayCluster": wl.interactive}[kind].pool
             k8s.apiextensions.CustomResource(
                 f"{name}-{object_name}",
                 api_version="ray.io/v1",
                 kind=kind,
-                metadata={"name": object_name, "namespace": ns, "labels": object_labels},
-                spec=spec,
+                metadata={
+                    "name": object_name,
+                    "namespace": ns,
+                    "labels": {**object_labels, **queues.queue_labels(cfg, kind, pool, spec)},
+                },
+                spec=queues.suspended(cfg, kind, pool, spec),
                 opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=after)),
             )
 

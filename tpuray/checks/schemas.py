@@ -121,9 +121,16 @@ def openapi_schema(api_version: str, kind: str) -> dict[str, Any]:
     return schema
 
 
+# The API server matches `pattern` with Go's RE2, which takes inline flags anywhere (Kueue's
+# `^(?i)[a-z]...`); Python's re wants global flags first.
+_LATE_FLAGS = re.compile(r"^\^\((\?[a-z]+)\)")
+
+
 def _strict(schema: Any) -> Any:
     if isinstance(schema, dict):
         out = {k: _strict(v) for k, v in schema.items() if k != "x-kubernetes-validations"}
+        if isinstance(out.get("pattern"), str):
+            out["pattern"] = _LATE_FLAGS.sub(lambda m: f"({m.group(1)})^", out["pattern"])
         if (
             "properties" in out
             and "additionalProperties" not in out

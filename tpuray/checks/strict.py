@@ -346,6 +346,21 @@ def _lookup(plain: Any, path: str) -> Any:
     return plain
 
 
+def _envelope_only(type_token: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs of a custom resource without the top-level fields its packaged CRD declares."""
+    from tpuray.checks import schemas
+
+    _, group_version, kind = type_token.split(":", 2)
+    manifest = {"apiVersion": group_version, "kind": kind}
+    declared = (
+        set(schemas.openapi_schema(group_version, kind).get("properties", {}))
+        if schemas.has_schema(manifest)
+        else set()
+    )
+    envelope = {"apiVersion", "kind", "metadata", "spec"}
+    return {k: v for k, v in inputs.items() if k in envelope or k not in declared}
+
+
 def check_inputs(type_token: str, name: str, inputs: dict[str, Any]) -> list[str]:
     """One line per input the provider SDK would refuse; [] when the resource is clean."""
     if type_token.split(":")[0] in _UNCHECKED_PACKAGES:
@@ -354,7 +369,13 @@ def check_inputs(type_token: str, name: str, inputs: dict[str, Any]) -> list[str
     if found is None:
         return [f'{type_token} "{name}": unknown resource type for the pinned provider SDKs']
     schema, names = found
-    value = _to_python({k: v for k, v in inputs.items() if not k.startswith("__")}, schema, names)
+    inputs = {k: v for k, v in inputs.items() if not k.startswith("__")}
+    if type_token.startswith("kubernetes:"):
+        # A custom resource's fields beside its envelope (a Kueue WorkloadPriorityClass's `value`):
+        # the provider sends them as the Node SDK's `otherFields` (pulumi-kubernetes issue 2363),
+        # and crd-schema holds them to the CRD (infra/components/queues.py KubeObject).
+        inputs = _envelope_only(type_token, inputs)
+    value = _to_python(inputs, schema, names)
     try:
         typeguard.check_type(value, schema, collection_check_strategy=typeguard.CollectionCheckStrategy.ALL_ITEMS)
     except typeguard.TypeCheckError as err:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from tpuray import terminal
 from tpuray.config.checks import load_stack
+from tpuray.cost import queues as queue_cost
 from tpuray.cost.table import cost_table, price_text, stack_cost
 from tpuray.cost.token_cost import per_token_costs
 
@@ -30,10 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = load_stack(args.stack)
     if args.tokens_per_second is None:
+        cap = queue_cost.quota_cap(cfg)
         if args.json:
-            print(json.dumps(stack_cost(cfg).as_json(), indent=2))
+            print(json.dumps({**stack_cost(cfg).as_json(), **({"queues": cap.as_json()} if cap else {})}, indent=2))
         else:
             terminal.console(width=160).print(cost_table(stack_cost(cfg)))
+            for line in queue_cost.preview_lines(cfg):
+                terminal.console(width=160).print(line)
         return 0
     rows = per_token_costs(cfg, args.tokens_per_second)
     if args.json:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tpuray import capacity, terminal
 from tpuray.checks import tpu_zones
+from tpuray.cost import queues as queue_cost
 from tpuray.cost.pricebook import age_text
 from tpuray.cost.table import cost_table, stack_cost
 from tpuray.desired import worker_group
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def preview_document(run: StackRun, violations: list[Violation] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {"stack": run.stack, "resources": [r.as_json() for r in run.resources]}
     doc["cost"] = stack_cost(run.config).as_json()
+    if (cap := queue_cost.quota_cap(run.config)) is not None:
+        doc["queues"] = cap.as_json()
     if violations is not None:
         doc["violations"] = [v.as_json() for v in violations]
     return doc
@@ -185,6 +188,8 @@ def preview(stack: str, as_json: bool = False) -> int:
     print_table(stack_run, console)
     print_delivery(stack_run, console)
     console.print(cost_table(stack_cost(stack_run.config)))
+    for line in queue_cost.preview_lines(stack_run.config):
+        console.print(line)
     console.print(age_text())
     console.print(tpu_zones.age_text())
     print_violations(violations, console)

@@ -24,6 +24,7 @@ CONFIG_KEYS = (
     "terraform",
     "observability",
     "images",
+    "queues",
 )
 
 

@@ -22,6 +22,7 @@ from tpuray.checks.gcp_names import GCS_LOCATION
 from tpuray.config.base import CONFIG_KEYS, NAMESPACE
 from tpuray.config.files import read_stack_file, resolve_stack_file
 from tpuray.config.pools import CapacityTier, price_tiers, tier_keys
+from tpuray.config.queues import queue_lines
 from tpuray.config.schema import IMAGE_NAMES, StackConfig, TerraformOutputs
 from tpuray.config.security import hardening_lines, network_lines
 from tpuray.desired import checks as derived
@@ -165,7 +166,7 @@ def _semantic_lines(cfg: StackConfig) -> list[str]:
     lines += network_lines(f"{NAMESPACE}:workloads", cfg.workloads.admin_cidrs, gateway, f"{NAMESPACE}:workloads.serve")
     lines += _delivery_lines(cfg)
     if not lines:  # floors and zones only matter for an otherwise valid stack (its pools parse)
-        lines += gke_versions.version_lines(cfg) + tpu_zones.zone_lines(cfg)
+        lines += gke_versions.version_lines(cfg) + tpu_zones.zone_lines(cfg) + queue_lines(cfg)
     return lines
 
 

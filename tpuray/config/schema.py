@@ -16,6 +16,7 @@ from tpuray.config.base import ConfigModel
 from tpuray.config.cluster import ClusterConfig, GcpConfig
 from tpuray.config.files import stacks_dir
 from tpuray.config.pools import SlicePoolConfig
+from tpuray.config.queues import QueuesConfig
 from tpuray.config.workloads import _TRAIN, RayConfig, WorkloadsConfig
 
 IMAGE_NAMES = ("ray-tpu", "serve-llm")  # images/<name>/Dockerfile (tpuray/images.py)
@@ -154,6 +155,7 @@ class StackConfig(ConfigModel):
     terraform: TerraformConfig | None = Field(None, description="read VPC and reservations from a Terraform state")
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig, description="alerts and budget")
     images: ImagesConfig = Field(default_factory=ImagesConfig, description="the images built from images/")
+    queues: QueuesConfig | None = Field(None, description="Kueue queues and quotas in front of the Ray workloads")
 
     def pool(self, name: str) -> SlicePoolConfig:
         return next(p for p in self.slice_pools if p.name == name)

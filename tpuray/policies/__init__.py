@@ -17,6 +17,7 @@ from tpuray.policies import (
     rules_llm,
     rules_network,
     rules_podsecurity,
+    rules_queues,
     rules_secrets,
     rules_security,
     rules_stack,
@@ -45,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     *rules_hardening.RULES,
     *rules_network.RULES,
     *rules_versions.RULES,
+    *rules_queues.RULES,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 assert len(RULES_BY_NAME) == len(RULES), "rule names must be unique"

@@ -16,6 +16,9 @@ KIND_ORDER = {
     "ComputeClass": 2,
     "NetworkPolicy": 2,  # before the Ray pods exist, so none runs unprotected
     "SecretProviderClass": 2,  # before the serve pods mount it (the Hugging Face token)
+    # Kueue's objects before the queued Ray objects that name their LocalQueue (tpuray/desired/queues.py).
+    **dict.fromkeys(("ResourceFlavor", "WorkloadPriorityClass", "ProvisioningRequestConfig", "AdmissionCheck"), 2),
+    **dict.fromkeys(("ClusterQueue", "LocalQueue"), 2),
     "RayCluster": 3,
     "RayJob": 3,
     "RayService": 3,
