@@ -90,6 +90,7 @@ def ray_object(cfg: StackConfig, role: str) -> RayObject:
 def elastic_dev(**train: object) -> StackConfig:
     raw = copy.deepcopy(DEV)
     raw["slicePools"][0]["slices"] = 2
+    raw["queues"]["teams"][0]["quotas"][0]["chips"] = 32  # the team's quota holds the run's most slices
     raw["workloads"]["train"].update(slices={"min": 1, "max": 2}, **train)
     return parse_stack_config(raw, "dev")
 

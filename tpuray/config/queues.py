@@ -194,7 +194,7 @@ def _workload_lines(cfg: Any, queues: QueuesConfig) -> list[str]:
         ]
     pool = next((p for p in cfg.slice_pools if p.name == train.pool), None)
     try:
-        needed = pool.shape.chips * train.slices if pool else 0
+        needed = pool.shape.chips * train.max_slices if pool else 0
     except catalog.CatalogError:
         return []  # reported by config's shape checks
     if pool is None:
@@ -203,7 +203,7 @@ def _workload_lines(cfg: Any, queues: QueuesConfig) -> list[str]:
     if limit < needed:
         return [
             f"{KEY}.teams[{queues.teams.index(team)}].quotas: team {team.name!r} may hold {limit} chips of pool {train.pool!r} but "
-            f"tpuray:workloads.train needs {needed} ({train.slices} x {pool.shape.chips}); Kueue would never admit "
+            f"tpuray:workloads.train needs {needed} ({train.max_slices} x {pool.shape.chips}); Kueue would never admit "
             "it: raise chips or borrowingLimit"
         ]
     return []
