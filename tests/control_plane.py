@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import yaml
 
@@ -73,6 +74,17 @@ def _stamped(binary: Path) -> bool:
     """kube-apiserver reports its release in GET /version (Kueue parses it; build.sh stamps it)."""
     out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
     return out.startswith("Kubernetes v") and "$Format" not in out
+
+
+def require_tools(missing: list[str]) -> None:
+    """Skip a control-plane test whose built tools are missing, with the reason; under CI=true,
+    where .ci/run builds them, fail it instead (never skip silently there)."""
+    if not missing:
+        return
+    reason = f"control-plane tools not built ({', '.join(missing)}): run `make cluster-tools` (needs Go)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def free_port() -> int:

@@ -50,6 +50,7 @@ def stack(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iter
     train_pool, serve_pool = doc["config"]["tpuray:slicePools"]
     train_pool.update(topology="2x2", capacity=[{"spot": True}])
     serve_pool.update(topology="1x1", capacity=[{"onDemand": True}])
+    doc["config"]["tpuray:queues"]["teams"][0]["quotas"][0]["tier"] = "spot"  # the training pool's one tier
     path = tmp_path_factory.mktemp("stack") / "Pulumi.bundle.yaml"
     path.write_text(yaml.safe_dump(doc))
     up = tpuray(env, "local", "up", str(path))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 import yaml
 from conftest import STACKS, mocked
 
-from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, tools_missing
+from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, require_tools, tools_missing
 from tpuray.checks.schemas import SCHEMA_DIR
 from tpuray.config import stacks_dir
 from tpuray.labels import KUEUE_QUEUE_NAME
@@ -44,12 +43,7 @@ CRD_FILES = [
 
 @pytest.fixture(scope="session")
 def control_plane() -> ControlPlane:
-    missing = tools_missing()
-    if missing:
-        reason = f"control-plane tools not built ({', '.join(missing)}): run `make cluster-tools` (needs Go)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_tools(tools_missing())
     plane = ControlPlane().start(CRD_FILES)
     print(f"\ncontrol plane up: {plane.startup_seconds}; stand-ins: {sorted(STAND_INS)}")
     yield plane

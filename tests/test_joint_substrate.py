@@ -19,7 +19,7 @@ import psutil
 import pytest
 from conftest import mocked
 
-from tests.control_plane import tools_missing
+from tests.control_plane import require_tools, tools_missing
 from tests.substrate import JointSubstrate
 from tests.test_control_plane import CRD_FILES
 from tpuray import capacity, catalog
@@ -36,12 +36,7 @@ V6E_4X4 = catalog.lookup("v6e", "4x4")
 
 @pytest.fixture(scope="module")
 def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstrate]:
-    missing = tools_missing()
-    if missing:
-        reason = f"control-plane tools not built ({', '.join(missing)}): run `make cluster-tools` (needs Go)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_tools(tools_missing())
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
         pytest.skip("needs root, unshare(1) and nsenter(1) for the pods' network and mount namespaces")
     joint = JointSubstrate.start(CRD_FILES, tmp_path_factory.mktemp("substrate"))

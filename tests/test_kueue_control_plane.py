@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 import yaml
 from conftest import mocked
 
-from tests.control_plane import ControlPlane, tools_missing
+from tests.control_plane import ControlPlane, require_tools, tools_missing
 from tests.kueue_plane import condition, kueue_missing, start_kueue, wait_for, workload_of
 from tests.test_control_plane import CRD_FILES
 from tpuray.config import read_stack_file, stacks_dir
@@ -39,12 +38,7 @@ RAY = "ray.io/v1"
 
 @pytest.fixture(scope="module")
 def plane() -> ControlPlane:
-    missing = tools_missing() + kueue_missing()
-    if missing:
-        reason = f"control-plane tools not built ({', '.join(missing)}): run `make cluster-tools` (needs Go)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_tools(tools_missing() + kueue_missing())
     # Kueue's CRDs come from its build, with the conversion patches its manifests apply (kueue_plane).
     plane = ControlPlane().start([p for p in CRD_FILES if p.parent.name != "kueue"])
     try:

@@ -40,6 +40,7 @@ def llm_stack_doc() -> dict[str, Any]:
         {"name": "v6e-serve", "generation": "v6e", "topology": "4x4", "slices": 2, "capacity": [{"onDemand": True}]}
     ]
     config["tpuray:workloads"].pop("train")
+    config.pop("tpuray:queues")  # its quota is on the training pool, and no job is left to queue
     config["tpuray:workloads"]["serve"] = {
         "pool": "v6e-serve",
         "backend": "llm",

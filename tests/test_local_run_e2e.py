@@ -34,6 +34,7 @@ def small_stack(tmp_path: Path) -> Path:
     train_pool, serve_pool = config["tpuray:slicePools"]
     train_pool.update(topology="2x2", capacity=[{"spot": True}])
     serve_pool.update(topology="1x1", capacity=[{"onDemand": True}])
+    config["tpuray:queues"]["teams"][0]["quotas"][0]["tier"] = "spot"  # the training pool's one tier
     config["tpuray:workloads"]["train"].update(steps=10, checkpointEvery=5)
     path = tmp_path / "Pulumi.e2e.yaml"
     path.write_text(yaml.safe_dump(doc))
