@@ -49,7 +49,7 @@ test: venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --cov --cov-report=
 	$(BIN)/python tests/coverage_gate.py
 
-# Everything that needs no Ray cluster (tests not marked slow): the inner loop, about a minute and a half (84 s measured, 2,320 tests)
+# Everything that needs no Ray cluster (tests not marked slow): the inner loop, about two minutes (114 s measured, 2,605 tests)
 # (docs/testing.md has the figures). Work stealing: xdist's default `load` hands each worker
 # its first eighth of the tests up front, the longest modules among them, and one worker
 # then ran alone for up to 15 s at the end.
