@@ -87,6 +87,16 @@ def require_tools(missing: list[str]) -> None:
     pytest.skip(reason)
 
 
+def wait_for(fetch: Any, done: Any, timeout: float) -> Any:
+    """Poll `fetch()` every 0.5 s until `done(value)` or `timeout` seconds; the last value."""
+    deadline = time.monotonic() + timeout
+    value = fetch()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        value = fetch()
+    return value
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import base64
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 import yaml
 
+from tests import control_plane
 from tests.control_plane import HARNESS_MANAGER, REPO_ROOT, TOOLS_SRC, ControlPlane, free_port
 
 KUEUE_NAMESPACE = "kueue-system"
@@ -157,9 +157,5 @@ def condition(obj: dict[str, Any] | None, kind: str) -> str | None:
 
 
 def wait_for(fetch: Any, done: Any, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    value = fetch()
-    while not done(value) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        value = fetch()
-    return value
+    """control_plane.wait_for with Kueue's longer default (admission, then KubeRay's pods)."""
+    return control_plane.wait_for(fetch, done, timeout)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.control_plane import ControlPlane
 from tests.leftovers import SESSION_ENV
@@ -25,6 +28,12 @@ from tpuray.local.substrate.service_proxy import ServiceProxy
 from tpuray.local.substrate.webhook_server import WebhookServer
 
 SYSTEM_POOL = "ray-system"  # the stacks' CPU pool for Ray heads (tpuray.dev/pool)
+
+
+def require_namespaces() -> None:
+    """The pods' network and mount namespaces need root, unshare(1) and nsenter(1)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        pytest.skip("needs root, unshare(1) and nsenter(1) for the pods' network and mount namespaces")
 
 
 class JointSubstrate:

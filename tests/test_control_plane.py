@@ -17,7 +17,15 @@ import pytest
 import yaml
 from conftest import STACKS, mocked
 
-from tests.control_plane import STAND_INS, ApplyRejected, ControlPlane, dropped_fields, require_tools, tools_missing
+from tests.control_plane import (
+    STAND_INS,
+    ApplyRejected,
+    ControlPlane,
+    dropped_fields,
+    require_tools,
+    tools_missing,
+    wait_for,
+)
 from tpuray.checks.schemas import SCHEMA_DIR
 from tpuray.config import stacks_dir
 from tpuray.labels import KUEUE_QUEUE_NAME
@@ -130,12 +138,7 @@ def test_a_pod_breaking_the_namespace_pod_security_level_is_refused_by_admission
 
 
 def _wait_for(fetch, done, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    value = fetch()
-    while not done(value) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        value = fetch()
-    return value
+    return wait_for(fetch, done, timeout)
 
 
 def _owned_cluster_name(plane: ControlPlane, obj: dict[str, Any]) -> str:

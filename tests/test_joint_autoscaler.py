@@ -10,8 +10,6 @@ at replicas 0, so Ray's provider is what adds a slice. Stock: one spot v6e 4x4 s
 from __future__ import annotations
 
 import copy
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +18,7 @@ import pytest
 from conftest import mocked
 
 from tests.control_plane import require_tools, tools_missing
-from tests.substrate import JointSubstrate
+from tests.substrate import JointSubstrate, require_namespaces
 from tests.test_control_plane import CRD_FILES
 from tpuray import capacity, catalog
 from tpuray.local.substrate import nodes
@@ -53,8 +51,7 @@ HALF_SLICE = (
 @pytest.fixture(scope="module")
 def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstrate]:
     require_tools(tools_missing())
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        pytest.skip("needs root, unshare(1) and nsenter(1) for the pods' network and mount namespaces")
+    require_namespaces()
     joint = JointSubstrate.start(CRD_FILES, tmp_path_factory.mktemp("substrate"))
     try:
         joint.add_nodes([nodes.SlicePool("v6e-train", catalog.lookup("v6e", "4x4"), capacity.SPOT, 1)], system=True)

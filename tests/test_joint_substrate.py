@@ -10,8 +10,6 @@ need root for the pods' namespaces (as tests/test_read_only_root.py) and skip wi
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +18,7 @@ import pytest
 from conftest import mocked
 
 from tests.control_plane import require_tools, tools_missing
-from tests.substrate import JointSubstrate
+from tests.substrate import JointSubstrate, require_namespaces
 from tests.test_control_plane import CRD_FILES
 from tpuray import capacity, catalog
 from tpuray.local.substrate import nodes, scheduler
@@ -37,8 +35,7 @@ V6E_4X4 = catalog.lookup("v6e", "4x4")
 @pytest.fixture(scope="module")
 def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstrate]:
     require_tools(tools_missing())
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        pytest.skip("needs root, unshare(1) and nsenter(1) for the pods' network and mount namespaces")
+    require_namespaces()
     joint = JointSubstrate.start(CRD_FILES, tmp_path_factory.mktemp("substrate"))
     try:
         # dev's class: spot then on-demand v6e 4x4. Spot has one slice, on-demand none.
