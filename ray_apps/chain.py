@@ -6,10 +6,12 @@ priority of that shape to the next (reservation, spot, on-demand...). What GKE c
 change the shape: a v6e pod never lands on a v5e node. That step is the driver's:
 
     for each shape of the chain, in order:
-        ask Ray for `num_slices` heads of that shape (a placement group on the shape's
-        TPU-<pod type>-head resource: the demand Ray's autoscaler scales that shape's worker
-        group for; KubeRay gives worker 0 of every replica that resource);
-        wait up to `deadline_s` for that many whole, fully free slices of the shape;
+        enough whole free slices of it already: take them;
+        else ask Ray for whole slices of that shape (`WholeSliceDemand`: hosts x slices
+        bundles of one host's chips on the shape's worker group, the demand Ray's autoscaler
+        answers with whole replicas of that group) and wait up to `deadline_s` for that
+        many whole, fully free slices; once the demand is placed it is given back, so that
+        the slices it held read free;
         got them: hand the shape to JaxTrainer; else give the demand back, next shape.
     none in time: ChainExhaustedError, naming every step and what it saw.
 
@@ -17,7 +19,7 @@ A slice counts only when every host of it is alive and free: a slice that came u
 4 hosts (a stockout in the middle of a spot scale-up) is no slice.
 
 The Ray-free core (`walk`) takes the inventory, the demand and the clock as arguments, so
-its choices are tested with fake inventories (tests/test_chain.py); `RayHeadDemand` is the
+its choices are tested with fake inventories (tests/test_chain.py); `WholeSliceDemand` is the
 demand on a live cluster.
 """
 
@@ -98,7 +100,14 @@ class Demand(Protocol):
 
     def ask(self, step: ShapeStep, num_slices: int) -> Any: ...
 
+    def placed(self, handle: Any) -> bool:
+        """Whether the demand got its hosts (it then holds them: `walk` gives it back)."""
+        ...
+
     def cancel(self, handle: Any) -> None: ...
+
+
+SETTLE_S = 5.0  # after a placed demand is given back: how long its hosts may take to read free
 
 
 def whole_free_slices(views: Sequence[slices.SliceView], step: ShapeStep) -> list[slices.SliceView]:
@@ -146,7 +155,8 @@ def walk(
     tried: list[StepAttempt] = []
     for index, step in enumerate(chain):
         start = clock()
-        handle = demand.ask(step, num_slices) if demand is not None else None
+        handle: Any = None
+        released_at: float | None = None
         log(f"tpuray chain: step {index + 1}/{len(chain)}: asking for {num_slices} x {step.describe()}")
         views: Sequence[slices.SliceView] = ()
         try:
@@ -161,6 +171,15 @@ def walk(
                     )
                     log("tpuray chain: " + attempt.describe())
                     return ChainChoice(index, step, attempt.slices, ",".join(tiers), tuple([*tried, attempt]))
+                if demand is not None:
+                    if handle is not None and demand.placed(handle):
+                        # The hosts are up and the demand holds their chips: give them back.
+                        demand.cancel(handle)
+                        handle, released_at = None, clock()
+                    elif handle is None and (released_at is None or clock() - released_at >= SETTLE_S):
+                        # Short of whole free slices (none asked for yet, or a placed demand
+                        # got hosts that still do not make whole free slices): ask.
+                        handle, released_at = demand.ask(step, num_slices), None
                 remaining = deadline_s - (clock() - start)
                 if remaining <= 0:
                     break
@@ -183,23 +202,40 @@ def exhausted_message(tried: Sequence[StepAttempt], num_slices: int, deadline_s:
     return "\n".join(lines)
 
 
-# pragma: no mutate start (a live Ray cluster: covered by the emulator tests in tests/test_chain_emulated.py)
-class RayHeadDemand:
-    """A placement group of `num_slices` bundles on the shape's TPU-<pod type>-head resource.
+# pragma: no mutate start (a live Ray cluster: tests/test_chain_emulated.py, tests/test_joint_train.py)
+class WholeSliceDemand:
+    """`hosts x slices` bundles of one host's chips, one per host (STRICT_SPREAD), selected by
+    the shape's worker group's own Ray label (tpuray.dev/tpu-pod-type, tpuray/labels.py).
 
-    KubeRay's autoscaling config gives worker 0 of each replica of a TPU worker group that
-    resource (ray/autoscaler/_private/kuberay/autoscaling_config.py, from the group's
-    gke-tpu-accelerator and gke-tpu-topology nodeSelectors), so a pending bundle on it is the
-    demand Ray's autoscaler answers by adding a replica (one slice) of that group; the pod
-    type is Ray's own (infer_tpu_pod_type_from_topology, as SlicePlacementGroup names it)."""
+    Why whole slices: Ray's autoscaler v2 answers pending bundles with one new node per bundle
+    it cannot place (ray/autoscaler/v2/scheduler.py), and Ray's KubeRay provider turns a node
+    count of a multi-host group into replicas by integer division, `num_workers // numOfHosts`
+    (ray/autoscaler/v2/instance_manager/cloud_providers/kuberay/cloud_provider.py,
+    `_get_workers_delete_info`/`_initialize_scale_request`, Ray 2.60.0): a demand for fewer
+    hosts than a slice patches nothing (tests/test_joint_autoscaler.py shows it). So the
+    demand asks for every host of every slice. Why the group label: autoscaler v2 knows a
+    node type's labels before the node exists only from the group's `labels` field
+    (ray/autoscaler/_private/kuberay/autoscaling_config.py, `_get_labels_from_group_spec`);
+    Ray's own ray.io/tpu-pod-type appears once a host runs."""
 
     def ask(self, step: ShapeStep, num_slices: int) -> Any:
         from ray._private.accelerators.tpu import infer_tpu_pod_type_from_topology
         from ray.util.placement_group import placement_group
 
         pod_type = infer_tpu_pod_type_from_topology(step.topology, step.accelerator_type)
-        head = f"TPU-{pod_type}-head"
-        return placement_group([{head: 1.0}] * num_slices, strategy="SPREAD", name=f"tpuray-chain-{pod_type}")
+        hosts = step.hosts_per_slice * num_slices
+        return placement_group(
+            [{"TPU": float(step.chips_per_host)}] * hosts,
+            strategy="STRICT_SPREAD",
+            name=f"tpuray-chain-{pod_type}",
+            bundle_label_selector=[{slices.GROUP_POD_TYPE: pod_type}] * hosts,
+        )
+
+    def placed(self, handle: Any) -> bool:
+        import ray
+
+        ready, _ = ray.wait([handle.ready()], timeout=0)
+        return bool(ready)
 
     def cancel(self, handle: Any) -> None:
         from ray.util.placement_group import remove_placement_group

@@ -46,6 +46,7 @@ MARKET_TYPE = "ray.io/market-type"
 CAPACITY_TIER = "tpuray.dev/capacity-tier"
 GENERATION = "tpuray.dev/generation"  # the worker group's TPU generation (v6e, v5e...)
 SLICE_POOL = "tpuray.dev/slice-pool"
+GROUP_POD_TYPE = "tpuray.dev/tpu-pod-type"  # the worker group's shape (v6e-16): whole-slice demand selects it
 
 Selector = Mapping[str, str]
 
@@ -137,7 +138,8 @@ class SliceView:
 
     def describe(self) -> str:
         lab = self.labels
-        kind = ", ".join(v for v in (lab.get(ACCELERATOR_TYPE), lab.get(TOPOLOGY), lab.get(MARKET_TYPE)) if v)
+        tier = lab.get(CAPACITY_TIER) or lab.get(MARKET_TYPE)
+        kind = ", ".join(v for v in (lab.get(ACCELERATOR_TYPE), lab.get(TOPOLOGY), tier) if v)
         state = "all free" if self.free else f"{self.busy_hosts}/{len(self.hosts)} hosts busy"
         busy = "; ".join(h.describe() for h in self.hosts if not h.free)
         count = f"{len(self.hosts)} host" + ("s" if len(self.hosts) != 1 else "")

@@ -501,7 +501,7 @@ def walk_chain(args: TrainArgs) -> Any:
         num_slices=args.fewest_slices,
         deadline_s=args.slice_deadline_s,
         inventory=slices.slice_inventory,
-        demand=chain.RayHeadDemand(),
+        demand=chain.WholeSliceDemand(),
         log=lambda line: print(line, flush=True),
     )
 

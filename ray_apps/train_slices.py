@@ -110,8 +110,8 @@ class SliceGuardCallback(WorkerGroupCallback):
         print(f"tpuray slice guard: start {len(self.placed_on)} keeps {fence.kept} fences {fence.fenced}", flush=True)
 
     def _wait_with_demand(self, num_slices: int) -> None:
-        """Until the shape has `num_slices` whole free slices, ask Ray for their heads, so an
-        autoscaler scales a replica when the one a restart needs is gone (autoscaler v2 deletes
+        """Until the shape has `num_slices` whole free slices, ask Ray for them (whole slices:
+        chain.WholeSliceDemand), so an autoscaler scales a replica when the one a restart needs is gone (autoscaler v2 deletes
         a preempted replica instead of waiting for it to come back: docs/capacity.md). The
         demand is given back before the fence, so the gang's own placement group can take the
         head. Past the deadline: ChainExhaustedError, a SliceUnavailableError."""
@@ -121,7 +121,7 @@ class SliceGuardCallback(WorkerGroupCallback):
             num_slices=num_slices,
             deadline_s=self.deadline_s,
             inventory=slices.slice_inventory,
-            demand=chain.RayHeadDemand(),
+            demand=chain.WholeSliceDemand(),
         )
 
     def _release(self) -> None:

@@ -8,6 +8,7 @@ the service proxy the operator reaches Ray dashboards through. `step()` runs eve
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -17,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.control_plane import ControlPlane
 from tests.leftovers import SESSION_ENV
+from tpuray.local import storage_emulator
+from tpuray.local.emulator.processes import _free_port
 from tpuray.local.substrate import controllers, nodes, scheduler
 from tpuray.local.substrate.kube import Kube
 from tpuray.local.substrate.netns import PodNetwork
@@ -37,25 +41,34 @@ def require_namespaces() -> None:
 
 
 class JointSubstrate:
-    def __init__(self, plane: ControlPlane, workdir: Path):
+    def __init__(self, plane: ControlPlane, workdir: Path, storage: bool = False):
+        """`storage`: a GCS emulator stands for GCS (pod_spec.REWRITES "storage"); `storage_host`
+        is its address, for this process too."""
         self.plane = plane
+        self.storage_proc: Any = None
+        self.storage_host = ""
+        storage_port = None
+        if storage:
+            storage_port = _free_port()
+            self.storage_proc, self.storage_host = storage_emulator.start(workdir / "gcs", storage_port)
         self.kube = Kube(plane.url, plane.session)
         self.webhook = WebhookServer(self.kube, workdir).start()
         self.webhook.register()
         self.network = PodNetwork()
         api_port = int(plane.url.rsplit(":", 1)[1])
         marks = {SESSION_ENV: os.environ[SESSION_ENV]} if SESSION_ENV in os.environ else {}
-        self.runner = PodRunner(self.kube, workdir, self.network, api_port, Path(plane.serving_cert), marks)
+        self.runner = PodRunner(self.kube, workdir, self.network, api_port, Path(plane.serving_cert), marks,
+                                storage_port)  # fmt: skip
         self.proxy = ServiceProxy(self.network, self.runner.resolve)
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def start(cls, crd_files: list[Path], workdir: Path) -> JointSubstrate:
+    def start(cls, crd_files: list[Path], workdir: Path, storage: bool = False) -> JointSubstrate:
         plane = ControlPlane().start(crd_files, operator=False)
         try:
-            self = cls(plane, workdir)
+            self = cls(plane, workdir, storage)
             plane._start_operator({"HTTP_PROXY": self.proxy.url, "http_proxy": self.proxy.url})
         except BaseException:
             plane.stop()
@@ -125,7 +138,77 @@ class JointSubstrate:
         self.webhook.stop()
         self.network.stop()
         self.plane.stop()
+        if self.storage_proc is not None:
+            self.storage_proc.kill()
+            self.storage_proc.wait(timeout=30)
 
 
 def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True)
+
+
+def apply_stack(joint: JointSubstrate, objects: list[dict[str, Any]], namespace: str) -> None:
+    """Every rendered object but the Ray ones (namespaces, accounts, RBAC, policies...), as
+    `pulumi up` applies them, and the namespace's kube-root-ca.crt."""
+    for obj in objects:
+        if obj["kind"] == "Namespace":
+            joint.plane.ensure_namespace(obj["metadata"]["name"])
+        if obj["apiVersion"] != "ray.io/v1":
+            joint.plane.apply(obj)
+    joint.publish_root_ca(namespace)
+
+
+def rayjob_for_substrate(joint: JointSubstrate, rayjob: dict[str, Any], **train_changes: Any) -> dict[str, Any]:
+    """The rendered RayJob as the joint substrate runs it, with its bundle, buckets and data on
+    the GCS emulator. Departures, each a field of the train contract, never a text edit
+    (LocalJob.set): `--device emulated` (JAX on CPU), and `train_changes` (fewer steps, a
+    shorter deadline). `spec.suspend` becomes false: Kueue, which admits it on GKE, does not run
+    here (tests/test_kueue_control_plane.py proves that admission on its own)."""
+    from ray_apps.data import write_synthetic
+    from tpuray import bundle
+    from tpuray.local.localrun import DATA_ROWS, LocalJob, gs_uris
+
+    job = copy.deepcopy(rayjob)
+    runtime_env = yaml.safe_load(job["spec"].get("runtimeEnvYAML") or "{}") or {}
+    local = LocalJob.of_train_entrypoint(job["spec"]["entrypoint"], runtime_env)
+    local.set("JAX on CPU, gloo collectives", device="emulated")
+    if train_changes:
+        local.set("a test's run", **train_changes)
+    job["spec"]["entrypoint"] = local.entrypoint
+    job["spec"]["suspend"] = False
+    host = joint.storage_host
+    assert host, "the substrate runs no GCS emulator: JointSubstrate.start(..., storage=True)"
+    uris = [runtime_env["working_dir"], *gs_uris(local.command)]
+    with _storage_env(host):
+        storage_emulator.create_buckets(host, uris)
+        if not storage_emulator.exists(host, runtime_env["working_dir"]):
+            storage_emulator.upload(host, runtime_env["working_dir"], bundle.current().data)
+        assert local.args is not None
+        if not storage_emulator.exists(host, local.args.data_uri.rstrip("/") + "/part-00000.parquet"):
+            write_synthetic(local.args.data_uri, DATA_ROWS)
+    return job
+
+
+@contextlib.contextmanager
+def _storage_env(host: str):  # noqa: ANN202 - a context manager
+    old = os.environ.get(storage_emulator.HOST_ENV)
+    os.environ[storage_emulator.HOST_ENV] = host
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(storage_emulator.HOST_ENV, None)
+        else:
+            os.environ[storage_emulator.HOST_ENV] = old
+
+
+def container_log(joint: JointSubstrate, namespace: str, pod_prefix: str, container: str) -> str:
+    """The log of `container` of every pod named `<pod_prefix>...` the runner ran, joined."""
+    folders = sorted((joint.runner.workdir / "pods").glob(f"{namespace}_{pod_prefix}*"))
+    return "\n".join((f / f"{container}.log").read_text(errors="replace") for f in folders
+                     if (f / f"{container}.log").exists())  # fmt: skip
+
+
+def custom(joint: JointSubstrate, plural: str, namespace: str, name: str) -> dict[str, Any]:
+    url = f"{joint.plane.url}/apis/ray.io/v1/namespaces/{namespace}/{plural}/{name}"
+    return joint.kube.session.get(url, timeout=10).json()

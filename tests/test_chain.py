@@ -65,15 +65,26 @@ class Timeline:
 
 
 class RecordingDemand:
-    def __init__(self) -> None:
+    """A demand that is placed `placed_after` seconds after it is asked for (never by default)."""
+
+    def __init__(self, clock: FakeClock | None = None, placed_after: float | None = None) -> None:
         self.events: list[str] = []
+        self.clock, self.placed_after = clock, placed_after
+        self.asked_at: float | None = None
 
     def ask(self, step: ShapeStep, num_slices: int) -> Any:
         self.events.append(f"ask {num_slices} x {step.to_flag()}")
+        self.asked_at = self.clock.now if self.clock else 0.0
         return step.to_flag()
+
+    def placed(self, handle: Any) -> bool:
+        if self.clock is None or self.placed_after is None or self.asked_at is None:
+            return False
+        return self.clock.now - self.asked_at >= self.placed_after
 
     def cancel(self, handle: Any) -> None:
         self.events.append(f"cancel {handle}")
+        self.asked_at = None
 
 
 def walk(inventory: Any, clock: FakeClock, num_slices: int = 1, demand: Any = None) -> chain.ChainChoice:
@@ -128,15 +139,34 @@ def test_multi_slice_needs_every_slice_whole_and_free() -> None:
     assert (choice.step, choice.slices, choice.tier) == (V6E, ("v6e-a", "v6e-b"), "on-demand,spot")
 
 
-def test_each_step_asks_for_its_shape_and_gives_the_demand_back_before_the_next() -> None:
+def test_a_step_short_of_slices_asks_for_its_shape_and_gives_the_demand_back_before_the_next() -> None:
     clock, demand = FakeClock(), RecordingDemand()
     walk(Timeline(clock, (0, a_slice("v5e-a", accelerator="TPU-V5LITEPOD", pod_type="v5litepod-16"))), clock, 1, demand)
-    assert demand.events == [
-        "ask 1 x TPU-V6E:4x4:4:4",
-        "cancel TPU-V6E:4x4:4:4",
-        "ask 1 x TPU-V5LITEPOD:4x4:4:4",
-        "cancel TPU-V5LITEPOD:4x4:4:4",
-    ]
+    # The v5e slice is already whole and free: its step takes it without asking.
+    assert demand.events == ["ask 1 x TPU-V6E:4x4:4:4", "cancel TPU-V6E:4x4:4:4"]
+
+
+class HeldSlice:
+    """A v6e slice that comes up at `at` and reads busy while `demand` holds it (a placed
+    placement group holds every host's chips)."""
+
+    def __init__(self, clock: FakeClock, demand: RecordingDemand, at: float) -> None:
+        self.clock, self.demand, self.at = clock, demand, at
+
+    def __call__(self) -> list[SliceView]:
+        if self.clock.now < self.at:
+            return []
+        return [a_slice("v6e-a", busy=range(4) if self.demand.placed("held") else ())]
+
+
+def test_a_placed_demand_is_given_back_so_the_slices_it_holds_read_free() -> None:
+    clock = FakeClock()
+    demand = RecordingDemand(clock, placed_after=20)
+    inventory = HeldSlice(clock, demand, at=20)
+    choice = walk(inventory, clock, 1, demand)
+    assert (choice.step, choice.slices) == (V6E, ("v6e-a",))
+    assert demand.events == ["ask 1 x TPU-V6E:4x4:4:4", "cancel TPU-V6E:4x4:4:4"]
+    assert choice.tried[0].waited_s == 25  # placed at 20 s, given back, read free at the next poll
 
 
 def test_nothing_available_fails_at_the_deadline_naming_every_step() -> None:

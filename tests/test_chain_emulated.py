@@ -100,7 +100,7 @@ def test_a_preempted_spot_slice_leaves_the_chain_on_the_on_demand_tier_of_the_sh
         num_slices=1,
         deadline_s=10,
         inventory=slices.slice_inventory,
-        demand=chain.RayHeadDemand(),
+        demand=chain.WholeSliceDemand(),
     )
     assert (choice.index, choice.slices, choice.tier) == (0, (ON_DEMAND,), "on-demand")
 

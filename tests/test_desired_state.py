@@ -51,7 +51,7 @@ def test_a_worker_group_of_the_desired_job_is_one_shape_of_the_pools_chain() -> 
     job = desire(load_stack("prod")).of_kind("RayJob")
     assert job is not None
     assert [(g.name, g.start_slices, g.most_slices) for g in job.worker_groups] == [
-        ("train-v6e-16", 2, 2),
+        ("train-v6e-16", 0, 2),
         ("train-v5litepod-16", 0, 2),
     ]
     assert job.autoscaling is True

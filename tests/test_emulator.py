@@ -50,7 +50,9 @@ def test_host_env_is_what_the_webhook_injects() -> None:
     assert env["TPU_ACCELERATOR_TYPE"] == "v6e-16"
     assert env["TPU_TOPOLOGY"] == "4x4"
     assert env["TPU_WORKER_HOSTNAMES"].split(",") == [f"v6e-dev-0-{w}" for w in range(4)]
-    assert env["RAY_NODE_MARKET_TYPE"] == "spot"
+    # As KubeRay sets them: the node type from the pod's ray.io/group, and no market type.
+    assert env["RAY_NODE_TYPE_NAME"] == "v6e-dev"
+    assert "RAY_NODE_MARKET_TYPE" not in env
     single = emulator.SliceSpec("s-0", "s", catalog.lookup("v6e", "2x2"), "on-demand")
     assert "TPU_WORKER_HOSTNAMES" not in single.host_env(0)
 

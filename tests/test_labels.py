@@ -23,6 +23,7 @@ def test_ray_apps_ray_label_keys_are_the_same_as_tpurays() -> None:
         slices.CAPACITY_TIER: labels.CAPACITY_TIER,
         slices.GENERATION: labels.GENERATION,
         slices.SLICE_POOL: labels.SLICE_POOL,
+        slices.GROUP_POD_TYPE: labels.TPU_POD_TYPE,
     } == {
         "ray.io/tpu-slice-name": "ray.io/tpu-slice-name",
         "ray.io/tpu-worker-id": "ray.io/tpu-worker-id",
@@ -32,6 +33,7 @@ def test_ray_apps_ray_label_keys_are_the_same_as_tpurays() -> None:
         "ray.io/market-type": "ray.io/market-type",
         "tpuray.dev/capacity-tier": "tpuray.dev/capacity-tier",
         "tpuray.dev/generation": "tpuray.dev/generation",
+        "tpuray.dev/tpu-pod-type": "tpuray.dev/tpu-pod-type",
         "tpuray.dev/slice-pool": "tpuray.dev/slice-pool",
     }
 

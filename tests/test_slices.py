@@ -28,15 +28,16 @@ V4 = catalog.lookup("v4", "2x2x2")
 V5P_SLICES = ["v5p-spot-0", "v5p-spot-1"]
 TOPOLOGY = "2x2x2"
 SHAPE = {"hosts": 2, "chips_per_host": 4}
-SPOT = {"ray.io/accelerator-type": "TPU-V5P", "ray.io/market-type": "spot"}
-ON_DEMAND = {"ray.io/accelerator-type": "TPU-V5P", "ray.io/market-type": "on-demand"}
+# The emulator's tier label (KubeRay sets no ray.io/market-type: docs/capacity.md).
+SPOT = {"ray.io/accelerator-type": "TPU-V5P", "tpuray.dev/capacity-tier": "spot"}
+ON_DEMAND = {"ray.io/accelerator-type": "TPU-V5P", "tpuray.dev/capacity-tier": "on-demand"}
 V4_ANY = {"ray.io/accelerator-type": "TPU-V4"}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
-    specs = [SliceSpec(name, "v5p-spot", V5P, "spot") for name in V5P_SLICES]
-    specs.append(SliceSpec("v4-od-0", "v4-od", V4, "on-demand"))
+    specs = [SliceSpec(name, "v5p-spot", V5P, "spot", tier="spot") for name in V5P_SLICES]
+    specs.append(SliceSpec("v4-od-0", "v4-od", V4, "on-demand", tier="on-demand"))
     with connected_emulator(plan_for(specs), "tprs-", "test-slices") as emu:
         yield emu
 
@@ -45,14 +46,14 @@ def cluster() -> Iterator[EmulatedCluster]:
 def slices(cluster: EmulatedCluster):
     """ray_apps.slices, with every placement group made by a test removed afterwards."""
     import ray
-    from ray.util.placement_group import remove_placement_group
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
 
     from ray_apps import slices as mod
 
     yield mod
     for pg_id, info in ray.util.placement_group_table().items():
         if info["state"] != "REMOVED":
-            remove_placement_group(ray.util.placement_group.PlacementGroup(ray.PlacementGroupID.from_hex(pg_id)))
+            remove_placement_group(PlacementGroup(ray.PlacementGroupID.from_hex(pg_id)))
     _wait_view(mod, set())
 
 
@@ -119,7 +120,8 @@ def test_emulated_host_labels_and_resources_match_gke(cluster: EmulatedCluster) 
         assert labels["ray.io/tpu-topology"] == shape.topology
         assert labels["ray.io/tpu-pod-type"] == shape.pod_type
         assert labels["ray.io/accelerator-type"] == shape.ray_accelerator_type
-        assert labels["ray.io/market-type"] == spec.market_type
+        assert labels["ray.io/node-group"] == spec.group  # RAY_NODE_TYPE_NAME, from the pod's ray.io/group
+        assert "ray.io/market-type" not in labels  # KubeRay sets no RAY_NODE_MARKET_TYPE
         assert res["TPU"] == shape.chips_per_host
         assert res[f"accelerator_type:{shape.ray_accelerator_type}"] == 1
         assert res[spec.name] == 1  # Ray's per-slice resource named after TPU_NAME
@@ -235,7 +237,7 @@ def test_fallback_first_matching_selector_wins(slices) -> None:
 def test_fallback_skips_selector_without_slices(slices) -> None:
     with slices.reserve_slice(TOPOLOGY, **SHAPE, selectors=[ON_DEMAND, SPOT, V4_ANY], deadline_s=5) as res:
         assert res.selector_index == 1
-        assert res.labels["ray.io/market-type"] == "spot"
+        assert res.labels["tpuray.dev/capacity-tier"] == "spot"
 
 
 def test_fallback_to_next_generation_when_no_slice_is_free(slices) -> None:

@@ -60,7 +60,7 @@ def test_the_model_of_a_rendered_tpu_group_names_its_shape_pool_and_slices() -> 
     first, fallback = of_object(rayjob)
     assert (first.name, first.pool, first.compute_class) == ("train-v6e-16", "v6e-train", "v6e-train")
     assert first.shape == catalog.lookup("v6e", "4x4")
-    assert (first.start_slices, first.most_slices, first.hosts, first.chips_per_host) == (2, 2, 4, 4)
+    assert (first.start_slices, first.most_slices, first.hosts, first.chips_per_host) == (0, 2, 4, 4)
     assert (fallback.name, fallback.shape, fallback.start_slices) == (
         "train-v5litepod-16",
         catalog.lookup("v5e", "4x4"),
@@ -89,7 +89,11 @@ def test_a_tpu_group_built_from_the_catalog_selects_its_shape_and_asks_for_its_c
     )
     manifest = group.to_manifest()
     assert manifest["numOfHosts"] == 4
-    assert manifest["labels"] == {"tpuray.dev/slice-pool": "v6e-train", "tpuray.dev/generation": "v6e"}
+    assert manifest["labels"] == {
+        "tpuray.dev/slice-pool": "v6e-train",
+        "tpuray.dev/generation": "v6e",
+        "tpuray.dev/tpu-pod-type": "v6e-16",
+    }
     pod = manifest["template"]["spec"]
     assert pod["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",

@@ -45,9 +45,10 @@ def test_every_stack_declares_its_configured_workloads(stack_run):
 
 def expected_groups(run: StackRun, pool, role: str, slices: int) -> list[tuple[str, facts.Shape, list, int]]:
     """(group name, shape, the shape's tiers, replicas): one group per shape of the chain, the
-    pool's own first. Shapes are literal (tests/facts.py), not the catalog's."""
+    pool's own first, holding the slices when it is the only shape; a chain starts every group
+    empty (its driver's demand scales them). Shapes are literal (tests/facts.py), not the catalog's."""
     shape = facts.shape(run.stack, pool.name)
-    groups = [(f"{role}-{shape.pod_type}", shape, pool.capacity, slices)]
+    groups = [(f"{role}-{shape.pod_type}", shape, pool.capacity, 0 if pool.fallback else slices)]
     for fb, shape in zip(pool.fallback, facts.fallbacks(run.stack, pool.name), strict=True):
         groups.append((f"{role}-{shape.pod_type}", shape, fb.capacity, 0))
     return groups
@@ -56,7 +57,7 @@ def expected_groups(run: StackRun, pool, role: str, slices: int) -> list[tuple[s
 ROLES = {"RayJob": "train", "RayService": "serve", "RayCluster": "interactive"}
 
 
-def test_one_worker_group_per_shape_of_the_chain_the_first_holding_the_slices(stack_run):
+def test_one_worker_group_per_shape_of_the_chain_the_first_holding_the_slices_when_alone(stack_run):
     for obj in ray_objects(stack_run):
         workload = workload_of(stack_run, obj)
         pool = stack_run.config.pool(workload.pool)
@@ -67,12 +68,12 @@ def test_one_worker_group_per_shape_of_the_chain_the_first_holding_the_slices(st
         assert cluster_spec(obj)["enableInTreeAutoscaling"] is (len(groups) > 1)
 
 
-def test_prod_train_job_has_a_v6e_group_with_the_slices_and_an_empty_v5e_group():
+def test_prod_train_job_starts_its_v6e_and_v5e_groups_empty_so_its_cluster_is_ready_with_the_head_alone():
     from tests.conftest import mocked
 
     (job,) = [o for o in ray_objects(mocked("prod")) if o["kind"] == "RayJob"]
     assert [(g["groupName"], g["replicas"], g["maxReplicas"]) for g in cluster_spec(job)["workerGroupSpecs"]] == [
-        ("train-v6e-16", 2, 2),
+        ("train-v6e-16", 0, 2),
         ("train-v5litepod-16", 0, 2),
     ]
 
@@ -111,7 +112,11 @@ def test_dev_train_job_worker_group_literally():
     assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod[
         "tolerations"
     ]
-    assert group["labels"] == {"tpuray.dev/slice-pool": "v6e-dev", "tpuray.dev/generation": "v6e"}
+    assert group["labels"] == {
+        "tpuray.dev/slice-pool": "v6e-dev",
+        "tpuray.dev/generation": "v6e",
+        "tpuray.dev/tpu-pod-type": "v6e-16",
+    }
 
 
 def test_tpu_worker_groups_select_accelerator_topology_and_compute_class_and_no_tier(stack_run):
@@ -143,14 +148,18 @@ def test_tpu_worker_groups_select_accelerator_topology_and_compute_class_and_no_
             assert (spot_toleration in pod["tolerations"]) is any(t.kind.key == "spot" for t in tiers)
 
 
-def test_worker_group_ray_labels_carry_pool_and_generation_and_no_market_type(stack_run):
+def test_worker_group_ray_labels_carry_pool_generation_and_pod_type_and_no_market_type(stack_run):
     for obj in ray_objects(stack_run):
         pool = stack_run.config.pool(workload_of(stack_run, obj).pool)
         groups = cluster_spec(obj)["workerGroupSpecs"]
         for group, (_, shape, _, _) in zip(
             groups, expected_groups(stack_run, pool, ROLES[obj["kind"]], 1), strict=True
         ):
-            assert group["labels"] == {"tpuray.dev/slice-pool": pool.name, "tpuray.dev/generation": shape.generation}
+            assert group["labels"] == {
+                "tpuray.dev/slice-pool": pool.name,
+                "tpuray.dev/generation": shape.generation,
+                "tpuray.dev/tpu-pod-type": shape.pod_type,
+            }
 
 
 def test_head_runs_on_the_cpu_pool_with_no_ray_work_and_a_cluster_ip_service(stack_run):

@@ -5,6 +5,10 @@ MARKET_TYPE = "ray.io/market-type"  # Ray's own key: spot | on-demand
 CAPACITY_TIER = "tpuray.dev/capacity-tier"  # spot | reservation | on-demand | flex-start
 SLICE_POOL = "tpuray.dev/slice-pool"
 GENERATION = "tpuray.dev/generation"  # v4 | v5e | v5p | v6e | tpu7x
+# The group's shape as Ray names it (v6e-16): the one label of a group that autoscaler v2 knows
+# before a node exists and that tells two shapes of one generation apart (Ray refuses custom
+# labels under ray.io/, so Ray's own ray.io/tpu-pod-type, set on a running host, cannot be it).
+TPU_POD_TYPE = "tpuray.dev/tpu-pod-type"
 
 # Ray's own node labels on TPU hosts (Ray sets them; ray_apps/slices.py repeats them, because
 # ray_apps must not import tpuray; tests/test_labels.py holds the two together).

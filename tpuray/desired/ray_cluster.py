@@ -89,12 +89,21 @@ def tpu_worker_groups(
     image: images.ImageRef | None = None,
     service_account: str = accounts.WORKER,
 ) -> list[WorkerGroup]:
-    """One group per shape of the chain: the pool's shape, starting with `slices` replicas,
-    then each fallback shape, starting empty. The driver scales a fallback group by asking for
-    its TPU-<pod type>-head resource (ray_apps/chain.py); GKE picks each replica's tier."""
+    """One group per shape of the chain: the pool's shape, then each fallback shape, each up to
+    `slices` replicas; GKE picks each replica's tier.
+
+    With no fallback the one group starts with its `slices` replicas (no autoscaler runs). With a
+    chain every group starts empty and the driver's demand (ray_apps/chain.py: whole slices of
+    a shape) makes Ray's autoscaler add replicas. Why not start the first shape's slices: KubeRay
+    submits a RayJob only once its cluster is Ready, every desired worker pod Running and Ready
+    (ray-operator v1.5.0 rayjob_controller.go waits for `rayv1.Ready`; raycluster_controller.go
+    sets it when all `DesiredWorkerReplicas` pods are ready), so a first shape out of stock on
+    every tier would hold the submission, and with it the chain that falls through, until the
+    job's activeDeadlineSeconds."""
+    start = 0 if pool.fallback else slices
     groups = [
         tpu_worker_group(
-            pool, pool.shape, pool.capacity, slices, slices, ray, group_name(role, pool.shape), image, service_account
+            pool, pool.shape, pool.capacity, start, slices, ray, group_name(role, pool.shape), image, service_account
         )
     ]
     for fallback in pool.fallback:
@@ -153,7 +162,10 @@ def ray_cluster_spec(
     # One service account per role: KubeRay binds its autoscaler Role to the head's (identities.py).
     head_account, worker_account = accounts.pod_accounts(role)
     groups = tpu_worker_groups(pool, slices, ray, role, image, worker_account)
-    if min_slices is not None:  # elastic training: the run keeps going on min_slices (ray_apps/elastic.py)
+    if min_slices is not None and not pool.fallback:
+        # Elastic training: the run keeps going on min_slices (ray_apps/elastic.py). Not with a
+        # chain: KubeRay raises replicas to minReplicas, and the cluster would wait for them to
+        # be Ready (tpu_worker_groups says why a chain's groups start empty).
         groups[0] = dataclasses.replace(groups[0], min_replicas=min_slices)
     if role == "train":  # a preemption or maintenance notice drains the Ray node (tpuray/notice.py)
         groups = [_with_notice(g) for g in groups]

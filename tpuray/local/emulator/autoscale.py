@@ -89,7 +89,9 @@ def node_type(group: TpuGroup, host_cpus: int) -> dict[str, Any]:
     shape = group.shape
     return {
         "resources": {"CPU": host_cpus, "TPU": shape.chips_per_host, f"TPU-{shape.pod_type}-head": 1},
-        "labels": {},
+        # The group's `labels` field, which KubeRay's autoscaling config gives the node type
+        # (autoscaling_config.py `_get_labels_from_group_spec`): what a label selector matches.
+        "labels": SliceSpec(group.name, group.pool, shape, "").host_labels(),
         "node_config": {},
         "min_workers": group.min_slices * shape.hosts,
         "max_workers": group.max_slices * shape.hosts,

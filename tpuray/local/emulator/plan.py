@@ -64,6 +64,11 @@ class SliceSpec:
         shape = catalog.lookup(key["generation"], key["topology"], key["machine_type"])
         return cls(**{**raw, "shape": shape})
 
+    @property
+    def group(self) -> str:
+        """The worker group the slice is a replica of (its name without the replica index)."""
+        return self.name.rsplit("-", 1)[0]
+
     def hostnames(self) -> list[str]:
         # The webhook names pods <group>-<replica>-<worker id>; the list is what
         # TPU_WORKER_HOSTNAMES carries on every host of a multi-host slice.
@@ -75,18 +80,23 @@ class SliceSpec:
             "TPU_WORKER_ID": str(worker_id),
             "TPU_ACCELERATOR_TYPE": self.shape.pod_type,
             "TPU_TOPOLOGY": self.shape.topology,
-            # KubeRay passes these from the pod spec; Ray turns them into ray.io/market-type
-            # and ray.io/node-group.
-            "RAY_NODE_MARKET_TYPE": self.market_type,
-            "RAY_NODE_TYPE_NAME": self.pool,
+            # KubeRay sets RAY_NODE_TYPE_NAME from the pod's ray.io/group label (the worker
+            # group), and Ray turns it into ray.io/node-group. KubeRay sets no
+            # RAY_NODE_MARKET_TYPE: a group's replicas land on any tier of its ComputeClass.
+            "RAY_NODE_TYPE_NAME": self.group,
         }
         if self.shape.multi_host:
             env["TPU_WORKER_HOSTNAMES"] = ",".join(self.hostnames())
         return env
 
     def host_labels(self) -> dict[str, str]:
-        """The worker group's own Ray labels (market type arrives through RAY_NODE_MARKET_TYPE)."""
-        found = {labels.GENERATION: self.shape.generation, labels.SLICE_POOL: self.pool}
+        """The worker group's own Ray labels, and the emulator's tier label (a stand-in for the
+        node's tier, which a pod on GKE cannot read: docs/capacity.md)."""
+        found = {
+            labels.GENERATION: self.shape.generation,
+            labels.SLICE_POOL: self.pool,
+            labels.TPU_POD_TYPE: self.shape.pod_type,
+        }
         if self.tier:
             found[labels.CAPACITY_TIER] = self.tier
         return found
@@ -145,7 +155,10 @@ class TpuGroup:
     # The capacity tiers GKE walks for this shape's replicas: the priorities of the pods'
     # ComputeClass whose TPU type and topology are the group's, in order (docs/capacity.md).
     tiers: tuple[capacity.Tier, ...] = ()
-    start_slices: int = 1  # replicas: the slices KubeRay creates at start (0 for a fallback shape)
+    # The slices a run has at start: the group's replicas, or, in a chain whose groups all start
+    # empty (tpuray/desired/ray_cluster.py), the first shape's most slices, which the driver's
+    # first demand asks Ray's autoscaler for (0 for a fallback shape).
+    start_slices: int = 1
     min_slices: int = 0  # minReplicas: the autoscaler never scales the group below it
 
 
@@ -171,10 +184,12 @@ def emulated_groups(run: StackRun) -> list[TpuGroup]:
     for manifest in manifests:
         if manifest.get("kind") not in labels.RAY_KINDS:
             continue
-        for group in worker_group.of_object(manifest):
+        tpu = [g for g in worker_group.of_object(manifest) if g.shape is not None]
+        chain = bool(tpu) and all(g.start_slices == 0 for g in tpu)
+        for index, group in enumerate(tpu):
             shape = group.shape
-            if shape is None:
-                continue
+            assert shape is not None
+            start = (group.most_slices if index == 0 else 0) if chain else group.start_slices
             groups.append(
                 TpuGroup(
                     name=group.name,
@@ -182,7 +197,7 @@ def emulated_groups(run: StackRun) -> list[TpuGroup]:
                     shape=shape,
                     max_slices=group.most_slices,
                     tiers=class_tiers(classes, group.compute_class, shape),
-                    start_slices=group.start_slices,
+                    start_slices=start,
                     min_slices=group.min_replicas or 0,
                 )
             )

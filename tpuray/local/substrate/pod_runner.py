@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from ray_apps.contracts import STORAGE_EMULATOR_ENV
 from tpuray import catalog, labels
 from tpuray.local.emulator.processes import _free_port
 from tpuray.local.substrate import pod_spec
@@ -72,19 +73,29 @@ class PodRunner:
         api_port: int,
         ca_file: Path,
         marks: dict[str, str] | None = None,
+        storage_port: int | None = None,
     ):
         """`marks`: bookkeeping variables added to every container's environment, never read by a
-        pod (the test session's token, which tests/leftovers.py looks for in processes left behind)."""
+        pod (the test session's token, which tests/leftovers.py looks for in processes left behind).
+        `storage_port`: the GCS emulator on 127.0.0.1 that stands for GCS (REWRITES "storage")."""
         self.kube, self.workdir, self.network, self.ca_file = kube, workdir, network, ca_file
         self.marks = dict(marks or {})
         self.api_port = api_port
         self.relay = Relay(network, api_port, api_port)  # the `kubernetes` Service, inside
+        self.storage: dict[str, str] = {}
+        self.storage_relay: Relay | None = None
+        if storage_port is not None:
+            self.storage_relay = Relay(network, storage_port, storage_port)
+            self.storage = {STORAGE_EMULATOR_ENV: f"http://127.0.0.1:{storage_port}"}
         self.pods: dict[str, RunningPod] = {}
         self.image_bin = workdir / "image-bin"  # bound on /usr/local/bin in every pod (REWRITES "image")
         self.image_bin.mkdir(parents=True, exist_ok=True)
         for tool in IMAGE_TOOLS:
             (self.image_bin / tool).write_text(f'#!/bin/sh\nexec {VENV_BIN}/{tool} "$@"\n')
             (self.image_bin / tool).chmod(0o755)
+        # Every pod started, in order (the kubelet's "Started" events): namespace, name, its
+        # ray.io/group, its node and the time, for tests and benchmarks after the pod is gone.
+        self.started: list[dict[str, Any]] = []
         self._ips = 0
         self._services: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.RLock()
@@ -168,6 +179,8 @@ class PodRunner:
         commands = [(c, self._command(pod, c, run, volumes)) for c in pod["spec"]["containers"]]
         inits = [(c, self._command(pod, c, run, volumes)) for c in pod["spec"].get("initContainers") or []]
         self.pods[run.uid] = run
+        self.started.append({"namespace": meta["namespace"], "name": meta["name"], "node": pod["spec"]["nodeName"],
+                             "group": (meta.get("labels") or {}).get(labels.RAY_GROUP, ""), "at": time.time()})  # fmt: skip
         threading.Thread(target=self._launch, args=(pod, run, inits, commands), daemon=True).start()
 
     def _launch(self, pod: dict[str, Any], run: RunningPod, inits: list, commands: list) -> None:
@@ -249,6 +262,7 @@ class PodRunner:
             "KUBERNETES_SERVICE_PORT_HTTPS": str(self.api_port),
             "KUBERNETES_PORT": f"tcp://127.0.0.1:{self.api_port}",
             **self._device_env(pod, container),
+            **self.storage,
             **self.marks,
         }
         env = pod_spec.container_env(pod, container, base)
@@ -389,3 +403,5 @@ class PodRunner:
             run.stopping = True
             self._terminate(run, 5, False)
         self.relay.stop()
+        if self.storage_relay is not None:
+            self.storage_relay.stop()

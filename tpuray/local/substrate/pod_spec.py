@@ -34,6 +34,9 @@ REWRITES = {
     "pods' network namespace",
     "devices": "no TPU chips: the TPU environment GKE's device plugin gives a TPU container "
     "(TPU_ACCELERATOR_TYPE, TPU_TOPOLOGY, from its node's labels) is added; JAX runs on CPU",
+    "storage": "GCS is the local GCS emulator (tpuray/local/storage_emulator.py): STORAGE_EMULATOR_HOST is added "
+    "to every container (google-cloud-storage, Ray's gs:// working_dir fetch and ray_apps.runtime read it), "
+    "relayed into the pods' namespace; on GKE a pod reaches GCS with its Workload Identity",
     "memory": "`--object-store-memory` is capped at 100 MiB per node: the machine has 24 GiB shared",
     "autoscaler": "`ray kuberay-autoscaler` gets `--gcs-address=127.0.0.1:<the head's GCS port>`, the address "
     "it defaults to (<node ip>:6379) under the ports rewrite",

@@ -1,0 +1,124 @@
+"""The rendered prod RayJob on the joint substrate (issue 33, "Done when"): the real API server and
+KubeRay operator create its cluster, its submitter and its pods; the pod runner runs them; Ray's
+own autoscaler v2, with Ray's own KubeRay provider in the head pod's sidecar, adds the slices the
+capacity chain's driver demands; training runs on what the emulated GKE nodes hold.
+
+Prod's chain: v6e 4x4 (its ComputeClass walks reservation, spot, on-demand), then v5e 4x4 on
+demand, two slices of four hosts. The RayJob is prod's as rendered, with the departures
+tests/substrate.py `rayjob_for_substrate` names (JAX on CPU, fewer steps, a shorter chain
+deadline, no Kueue).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import mocked
+
+from ray_apps import contracts
+from tests.control_plane import require_tools, tools_missing
+from tests.substrate import (
+    JointSubstrate,
+    apply_stack,
+    container_log,
+    custom,
+    rayjob_for_substrate,
+    require_namespaces,
+)
+from tests.test_control_plane import CRD_FILES
+from tpuray import capacity, catalog, labels
+from tpuray.local.substrate import nodes
+from tpuray.preview.render import manifests
+
+pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
+
+NS = "ray"
+JOB = "tpuray-prod-train"
+CLASS = "v6e-train"  # prod's training pool's ComputeClass (both shapes)
+V6E = catalog.lookup("v6e", "4x4")
+V5E = catalog.lookup("v5e", "4x4")
+STEPS = 6
+DEADLINE_S = 90  # each chain step's wait for whole free slices (--slice-deadline-s)
+
+
+@pytest.fixture(scope="module")
+def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstrate]:
+    require_tools(tools_missing())
+    require_namespaces()
+    joint = JointSubstrate.start(CRD_FILES, tmp_path_factory.mktemp("joint-train"), storage=True)
+    try:
+        joint.add_nodes([], system=True)
+        apply_stack(joint, manifests(mocked("prod")), NS)
+        joint.start_loop()
+        yield joint
+    finally:
+        joint.stop()
+
+
+def _prod_rayjob() -> dict[str, Any]:
+    return next(o for o in manifests(mocked("prod")) if o["kind"] == "RayJob")
+
+
+def run_prod_job(joint: JointSubstrate, timeout_s: float = 900) -> tuple[dict[str, Any], str]:
+    """Apply prod's RayJob, wait for its end, and return the driver's result and its log (the
+    submitter's `ray job submit` follows the driver's output)."""
+    job = rayjob_for_substrate(
+        joint, _prod_rayjob(), steps=STEPS, checkpoint_every=2, slice_deadline_s=DEADLINE_S, batch_size=8
+    )
+    joint.plane.apply(job)
+    status = joint.wait(
+        "the RayJob's end",
+        lambda: (s := custom(joint, "rayjobs", NS, JOB).get("status", {})).get("jobStatus")
+        in ("SUCCEEDED", "FAILED", "STOPPED")
+        and s,
+        timeout_s,
+    )
+    log = container_log(joint, NS, JOB, "ray-job-submitter")
+    assert status["jobStatus"] == "SUCCEEDED", log[-4000:]
+    return contracts.last_result(log) or {}, log
+
+
+def delete_job(joint: JointSubstrate) -> None:
+    url = f"{joint.plane.url}/apis/ray.io/v1/namespaces/{NS}/rayjobs/{JOB}"
+    joint.kube.session.delete(url, timeout=10)
+    joint.wait("the job's pods gone", lambda: not joint.pods(NS, labels.RAY_CLUSTER) and not joint.runner.pods, 180)
+
+
+def _bound(joint: JointSubstrate, since: float) -> dict[str, list[str]]:
+    """The nodes each worker group's pods ran on, of the pods started since `since`."""
+    out: dict[str, list[str]] = {}
+    for pod in joint.runner.started:
+        if pod["at"] >= since and pod["group"] not in ("", "headgroup"):
+            out.setdefault(pod["group"], []).append(pod["node"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_with_v6e_out_of_stock_on_every_tier_the_prod_job_trains_on_two_v5e_slices(
+    substrate: JointSubstrate,
+) -> None:
+    substrate.add_nodes([nodes.SlicePool(CLASS, V5E, capacity.ON_DEMAND, 2)])
+    t0, since = time.monotonic(), time.time()
+    result, log = run_prod_job(substrate)
+    print(f"\nprod RayJob, v6e out of stock: {time.monotonic() - t0:.0f} s from created to finished")
+    record = result["capacity"]
+    assert (record["step"], record["shape"]) == (2, "TPU-V5LITEPOD:4x4:4:4")
+    assert [(t["shape"], t["granted"]) for t in record["tried"]] == [
+        ("TPU-V6E:4x4:4:4", False),
+        ("TPU-V5LITEPOD:4x4:4:4", True),
+    ]
+    assert sorted(record["slices"]) == ["train-v5litepod-16-0", "train-v5litepod-16-1"]
+    assert result["final_step"] == STEPS
+    placed = [p for p in result["placements"] if p["attempt"] == 1]
+    assert sorted((p["slice"], p["tpu_worker_id"]) for p in placed) == [
+        (f"train-v5litepod-16-{s}", str(h)) for s in range(2) for h in range(4)
+    ]
+    # Ray's KubeRay provider patched the fallback group; no v6e pod ever ran.
+    workers = _bound(substrate, since)
+    assert workers.get("train-v6e-16", []) == []
+    assert workers["train-v5litepod-16"] == sorted(
+        f"gke-{CLASS}-v5litepod-16-on-demand-{s}-{h}" for s in range(2) for h in range(4)
+    )
+    delete_job(substrate)
