@@ -35,6 +35,12 @@ def last_result(output: str) -> dict[str, Any] | None:
 # emulated host by `tpuray local up`, never on GKE (ray_apps.runtime.filesystem).
 STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 
+# The Kubernetes node a TPU host runs on, from the downward API (spec.nodeName) of every TPU
+# worker pod; each placement records it. A pod cannot read its node's labels, so the tier GKE
+# chose for a slice (spot, reservation...) is read from those nodes by whoever may read them
+# (`kubectl get nodes NAME -L cloud.google.com/gke-spot,cloud.google.com/reservation-name`).
+NODE_NAME_ENV = "TPURAY_NODE_NAME"
+
 BATCH_POLICIES = ("per-slice", "global")
 NOTICE_POLICIES = ("checkpoint", "ignore")
 

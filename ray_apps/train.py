@@ -253,6 +253,7 @@ def _placement(rank: int) -> dict[str, Any]:
         # Multi-slice: what JaxTrainer gives each worker for MXLA over DCN (coordinator, slices, slice id).
         "megascale": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MEGASCALE_")},
         "tpu_worker_id": os.environ.get("TPU_WORKER_ID"),
+        "kubernetes_node": os.environ.get(contracts.NODE_NAME_ENV),  # GKE: the node, which names the tier
         "node_id": ray.get_runtime_context().get_node_id(),
         "pid": os.getpid(),
     }

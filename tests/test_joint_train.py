@@ -71,9 +71,11 @@ def run_prod_job(joint: JointSubstrate, timeout_s: float = 900) -> tuple[dict[st
     joint.plane.apply(job)
     status = joint.wait(
         "the RayJob's end",
-        lambda: (s := custom(joint, "rayjobs", NS, JOB).get("status", {})).get("jobStatus")
-        in ("SUCCEEDED", "FAILED", "STOPPED")
-        and s,
+        lambda: (
+            (s := custom(joint, "rayjobs", NS, JOB).get("status", {})).get("jobStatus")
+            in ("SUCCEEDED", "FAILED", "STOPPED")
+            and s
+        ),
         timeout_s,
     )
     log = container_log(joint, NS, JOB, "ray-job-submitter")
@@ -84,7 +86,7 @@ def run_prod_job(joint: JointSubstrate, timeout_s: float = 900) -> tuple[dict[st
 def delete_job(joint: JointSubstrate) -> None:
     url = f"{joint.plane.url}/apis/ray.io/v1/namespaces/{NS}/rayjobs/{JOB}"
     joint.kube.session.delete(url, timeout=10)
-    joint.wait("the job's pods gone", lambda: not joint.pods(NS, labels.RAY_CLUSTER) and not joint.runner.pods, 180)
+    joint.wait("the job's pods gone", lambda: not joint.pods(NS) and not joint.runner.pods, 180)
 
 
 def _bound(joint: JointSubstrate, since: float) -> dict[str, list[str]]:
@@ -94,6 +96,11 @@ def _bound(joint: JointSubstrate, since: float) -> dict[str, list[str]]:
         if pod["at"] >= since and pod["group"] not in ("", "headgroup"):
             out.setdefault(pod["group"], []).append(pod["node"])
     return {k: sorted(v) for k, v in out.items()}
+
+
+def _node_tier(joint: JointSubstrate, node: str) -> str:
+    got = joint.kube.session.get(f"{joint.plane.url}/api/v1/nodes/{node}", timeout=10).json()
+    return got["metadata"]["annotations"][labels.EMULATED_TIER]
 
 
 def test_with_v6e_out_of_stock_on_every_tier_the_prod_job_trains_on_two_v5e_slices(
@@ -115,10 +122,39 @@ def test_with_v6e_out_of_stock_on_every_tier_the_prod_job_trains_on_two_v5e_slic
     assert sorted((p["slice"], p["tpu_worker_id"]) for p in placed) == [
         (f"train-v5litepod-16-{s}", str(h)) for s in range(2) for h in range(4)
     ]
+    # The tier: a pod cannot read its node's labels, so the run records its nodes (downward API)
+    # and the tier is read from them, as `kubectl get nodes` would.
+    assert record["tier"] == "unknown"
+    recorded = sorted(p["kubernetes_node"] for p in placed)
+    assert recorded == sorted(f"gke-{CLASS}-v5litepod-16-on-demand-{s}-{h}" for s in range(2) for h in range(4))
+    assert {_node_tier(substrate, n) for n in recorded} == {"on-demand"}
     # Ray's KubeRay provider patched the fallback group; no v6e pod ever ran.
     workers = _bound(substrate, since)
     assert workers.get("train-v6e-16", []) == []
     assert workers["train-v5litepod-16"] == sorted(
         f"gke-{CLASS}-v5litepod-16-on-demand-{s}-{h}" for s in range(2) for h in range(4)
     )
+    delete_job(substrate)
+
+
+def test_with_v6e_in_stock_the_prod_job_trains_on_two_v6e_slices_as_one_multi_slice_gang(
+    substrate: JointSubstrate,
+) -> None:
+    substrate.add_nodes([nodes.SlicePool(CLASS, V6E, capacity.SPOT, 2)])
+    since = time.time()
+    result, _ = run_prod_job(substrate)
+    record = result["capacity"]
+    assert (record["step"], record["shape"], [t["granted"] for t in record["tried"]]) == (1, "TPU-V6E:4x4:4:4", [True])
+    placed = [p for p in result["placements"] if p["attempt"] == 1]
+    assert sorted((p["slice"], p["tpu_worker_id"]) for p in placed) == [
+        (f"train-v6e-16-{s}", str(h)) for s in range(2) for h in range(4)
+    ]
+    # Multi-slice: Ray's JaxTrainer gives every worker MXLA's coordinator, the slice count and
+    # its slice's id (one id per slice, the same on its four hosts).
+    assert {p["megascale"]["MEGASCALE_NUM_SLICES"] for p in placed} == {"2"}
+    assert len({p["megascale"]["MEGASCALE_COORDINATOR_ADDRESS"] for p in placed}) == 1
+    ids = {s: {p["megascale"]["MEGASCALE_SLICE_ID"] for p in placed if p["slice"] == s} for s in record["slices"]}
+    assert sorted(v for found in ids.values() for v in found) == ["0", "1"]
+    assert {_node_tier(substrate, p["kubernetes_node"]) for p in placed} == {"spot"}
+    assert _bound(substrate, since).get("train-v5litepod-16", []) == []
     delete_job(substrate)

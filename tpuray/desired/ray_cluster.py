@@ -13,6 +13,7 @@ import copy
 import dataclasses
 from typing import Any
 
+from ray_apps import contracts
 from tpuray import capacity, catalog, images, labels, notice
 from tpuray.catalog import SliceShape
 from tpuray.config import CapacityTier, RayConfig, SlicePoolConfig
@@ -55,7 +56,11 @@ def tpu_worker_group(
         image=image.image if image else ray.tpu_image,
         service_account=service_account,
         annotations=_annotations(image),
-        env=[{"name": "JAX_PLATFORMS", "value": "tpu,cpu"}],
+        env=[
+            {"name": "JAX_PLATFORMS", "value": "tpu,cpu"},
+            # The host's node, for the run's placement records (ray_apps/contracts.py NODE_NAME_ENV).
+            {"name": contracts.NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        ],
         # MXLA (multi-slice DCN) traffic stays on the pod network.
         ports=[{"containerPort": MEGASCALE_PORT, "name": "mxla"}],
     )

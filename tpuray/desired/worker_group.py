@@ -125,7 +125,7 @@ class WorkerGroup:
         image: str,
         service_account: str,
         annotations: Mapping[str, str] | None = None,
-        env: list[dict[str, str]] | None = None,
+        env: list[dict[str, Any]] | None = None,
         ports: list[dict[str, Any]] | None = None,
     ) -> WorkerGroup:
         """A group of one catalog shape: numOfHosts = hosts, google.com/tpu = chips per host, the

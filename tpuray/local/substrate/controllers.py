@@ -3,7 +3,8 @@ controller-manager runs here, tests/control_plane.py):
 - the Job controller, for the RayJob submitter: one pod per Job from its template (with the
   labels and owner reference the Job controller sets), retried up to backoffLimit, and the Job's
   status (succeeded/failed counts, Complete or Failed condition) as its pod ends;
-- the garbage collector's foreground part: a pod whose controlling owner is gone is deleted.
+- the garbage collector's background deletion: a pod, Job or RayCluster whose controlling owner
+  (a RayCluster, Job or RayJob) is gone is deleted.
 Not modelled: parallelism and completions above 1, pod failure policies, TTL after finished,
 activeDeadlineSeconds of the Job.
 """
@@ -17,6 +18,7 @@ from typing import Any
 from tpuray.local.substrate.kube import Kube
 
 OWNER_KINDS = {"RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}",
+               "RayJob": "apis/ray.io/v1/namespaces/{ns}/rayjobs/{name}",
                "Job": "apis/batch/v1/namespaces/{ns}/jobs/{name}"}  # fmt: skip
 
 
@@ -83,17 +85,29 @@ def jobs_step(kube: Kube) -> None:
                 )  # fmt: skip
 
 
+# What the garbage collector stand-in looks after: (API path prefix, plural) of each dependent kind.
+DEPENDENTS = (("api/v1", "pods"), ("apis/batch/v1", "jobs"), ("apis/ray.io/v1", "rayclusters"))
+
+
+def _owner_gone(kube: Kube, namespace: str, ref: dict[str, Any]) -> bool:
+    path = OWNER_KINDS[ref["kind"]].format(ns=namespace, name=ref["name"])
+    response = kube.session.get(f"{kube.url}/{path}", timeout=10)
+    return response.status_code == 404 or (response.ok and response.json()["metadata"]["uid"] != ref["uid"])
+
+
 def gc_step(kube: Kube) -> None:
-    """Delete pods whose controlling RayCluster or Job no longer exists (or is another object now)."""
-    for pod in kube.list("pods"):
-        meta = pod["metadata"]
-        if meta.get("deletionTimestamp"):
+    """Delete pods, Jobs and RayClusters whose controlling owner (a RayCluster, Job or RayJob)
+    no longer exists or is another object now: the garbage collector's background deletion."""
+    for prefix, plural in DEPENDENTS:
+        response = kube.session.get(f"{kube.url}/{prefix}/{plural}", timeout=10)
+        if response.status_code == 404:
             continue
-        for ref in meta.get("ownerReferences") or []:
-            if not ref.get("controller") or ref["kind"] not in OWNER_KINDS:
+        response.raise_for_status()
+        for obj in response.json()["items"]:
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
                 continue
-            path = OWNER_KINDS[ref["kind"]].format(ns=meta["namespace"], name=ref["name"])
-            response = kube.session.get(f"{kube.url}/{path}", timeout=10)
-            gone = response.status_code == 404 or (response.ok and response.json()["metadata"]["uid"] != ref["uid"])
-            if gone:
-                kube.delete("pods", meta["name"], meta["namespace"])
+            refs = [r for r in meta.get("ownerReferences") or [] if r.get("controller") and r["kind"] in OWNER_KINDS]
+            if any(_owner_gone(kube, meta["namespace"], ref) for ref in refs):
+                kube.session.delete(f"{kube.url}/{prefix}/namespaces/{meta['namespace']}/{plural}/{meta['name']}",
+                                    params={"propagationPolicy": "Background"}, timeout=10)  # fmt: skip
