@@ -165,7 +165,6 @@ def rayjob_for_substrate(joint: JointSubstrate, rayjob: dict[str, Any], **train_
     shorter deadline). `spec.suspend` becomes false: Kueue, which admits it on GKE, does not run
     here (tests/test_kueue_control_plane.py proves that admission on its own)."""
     from ray_apps.data import write_synthetic
-    from tpuray import bundle
     from tpuray.local.localrun import DATA_ROWS, LocalJob, gs_uris
 
     job = copy.deepcopy(rayjob)
@@ -176,21 +175,31 @@ def rayjob_for_substrate(joint: JointSubstrate, rayjob: dict[str, Any], **train_
         local.set("a test's run", **train_changes)
     job["spec"]["entrypoint"] = local.entrypoint
     job["spec"]["suspend"] = False
-    host = joint.storage_host
-    assert host, "the substrate runs no GCS emulator: JointSubstrate.start(..., storage=True)"
-    uris = [runtime_env["working_dir"], *gs_uris(local.command)]
-    with _storage_env(host):
-        storage_emulator.create_buckets(host, uris)
-        if not storage_emulator.exists(host, runtime_env["working_dir"]):
-            storage_emulator.upload(host, runtime_env["working_dir"], bundle.current().data)
+    host = publish_bundle(joint, runtime_env["working_dir"], gs_uris(local.command))
+    with storage_env(host):
         assert local.args is not None
         if not storage_emulator.exists(host, local.args.data_uri.rstrip("/") + "/part-00000.parquet"):
             write_synthetic(local.args.data_uri, DATA_ROWS)
     return job
 
 
+def publish_bundle(joint: JointSubstrate, working_dir: str, other_uris: tuple[str, ...] | list[str] = ()) -> str:
+    """The buckets of `working_dir` and `other_uris` on the GCS emulator, and the bundle built
+    from ray_apps/ now at `working_dir` (the object the rendered URI names: same sources, same
+    hash); returns the emulator's address."""
+    from tpuray import bundle
+
+    host = joint.storage_host
+    assert host, "the substrate runs no GCS emulator: JointSubstrate.start(..., storage=True)"
+    with storage_env(host):
+        storage_emulator.create_buckets(host, [working_dir, *other_uris])
+        if not storage_emulator.exists(host, working_dir):
+            storage_emulator.upload(host, working_dir, bundle.current().data)
+    return host
+
+
 @contextlib.contextmanager
-def _storage_env(host: str):  # noqa: ANN202 - a context manager
+def storage_env(host: str):  # noqa: ANN201 - a context manager
     old = os.environ.get(storage_emulator.HOST_ENV)
     os.environ[storage_emulator.HOST_ENV] = host
     try:

@@ -266,6 +266,8 @@ class PodRunner:
             **self.marks,
         }
         env = pod_spec.container_env(pod, container, base)
+        if self._device_env(pod, container) and "tpu" in env.get("JAX_PLATFORMS", ""):
+            env["JAX_PLATFORMS"] = "cpu"  # REWRITES "devices": libtpu finds no chip here
         args = pod_spec.argv(container, env)
         head = (pod["metadata"].get("labels") or {}).get(labels.RAY_NODE_TYPE) == "head"
         args = [pod_spec.rewrite_ray_start(a, run.ports, _free_port, head) for a in args]

@@ -33,7 +33,8 @@ REWRITES = {
     "api server": "KUBERNETES_SERVICE_HOST/PORT point at the local API server on 127.0.0.1, relayed into the "
     "pods' network namespace",
     "devices": "no TPU chips: the TPU environment GKE's device plugin gives a TPU container "
-    "(TPU_ACCELERATOR_TYPE, TPU_TOPOLOGY, from its node's labels) is added; JAX runs on CPU",
+    "(TPU_ACCELERATOR_TYPE, TPU_TOPOLOGY, from its node's labels) is added; JAX runs on CPU (a TPU "
+    "container's JAX_PLATFORMS of tpu,cpu becomes cpu: JAX refuses to start when a listed platform fails)",
     "storage": "GCS is the local GCS emulator (tpuray/local/storage_emulator.py): STORAGE_EMULATOR_HOST is added "
     "to every container (google-cloud-storage, Ray's gs:// working_dir fetch and ray_apps.runtime read it), "
     "relayed into the pods' namespace; on GKE a pod reaches GCS with its Workload Identity",
