@@ -11,7 +11,10 @@ change the shape: a v6e pod never lands on a v5e node. That step is the driver's
         bundles of one host's chips on the shape's worker group, the demand Ray's autoscaler
         answers with whole replicas of that group) and wait up to `deadline_s` for that
         many whole, fully free slices; once the demand is placed it is given back, so that
-        the slices it held read free;
+        the slices it held read free; when hosts of the shape start joining, the capacity is
+        arriving: the wait is extended once, to `deadline_s` after the first of them joined
+        (a slice's hosts come up over a minute or more; giving up then drops the nodes GKE
+        just made), so a step waits at most twice its deadline;
         got them: hand the shape to JaxTrainer; else give the demand back, next shape.
     none in time: ChainExhaustedError, naming every step and what it saw.
 
@@ -117,6 +120,19 @@ def whole_free_slices(views: Sequence[slices.SliceView], step: ShapeStep) -> lis
     return [v for v in found if v.free]
 
 
+def _same_shape(views: Sequence[slices.SliceView], step: ShapeStep) -> list[slices.SliceView]:
+    return [
+        v
+        for v in views
+        if v.labels.get(slices.ACCELERATOR_TYPE) == step.accelerator_type and v.topology == step.topology
+    ]
+
+
+def hosts_of_shape(views: Sequence[slices.SliceView], step: ShapeStep) -> int:
+    """Alive hosts of the step's shape, whole slices or not: capacity arriving shows here first."""
+    return sum(len(v.hosts) for v in _same_shape(views, step))
+
+
 def tier_of(view: slices.SliceView) -> str:
     """The capacity tier a slice runs on: the tier label where the nodes carry one (the emulator;
     on GKE a node's tier is GKE's choice), else Ray's market type, else unknown."""
@@ -125,11 +141,7 @@ def tier_of(view: slices.SliceView) -> str:
 
 
 def _seen(views: Sequence[slices.SliceView], step: ShapeStep, num_slices: int) -> str:
-    same_kind = [
-        v
-        for v in views
-        if v.labels.get(slices.ACCELERATOR_TYPE) == step.accelerator_type and v.topology == step.topology
-    ]
+    same_kind = _same_shape(views, step)
     if not same_kind:
         return "no slice of this shape came up"
     free = len(whole_free_slices(views, step))
@@ -159,9 +171,17 @@ def walk(
         released_at: float | None = None
         log(f"tpuray chain: step {index + 1}/{len(chain)}: asking for {num_slices} x {step.describe()}")
         views: Sequence[slices.SliceView] = ()
+        hosts_at_start: int | None = None
+        until = deadline_s  # seconds from `start`; extended once when hosts of the shape join
         try:
             while True:
                 views = inventory()
+                hosts = hosts_of_shape(views, step)
+                if hosts_at_start is None:
+                    hosts_at_start = hosts
+                elif hosts > hosts_at_start and until == deadline_s:
+                    until = clock() - start + deadline_s
+                    log(f"tpuray chain: step {index + 1}: hosts of the shape are joining; waiting up to {until:.0f} s")
                 free = whole_free_slices(views, step)
                 if len(free) >= num_slices:
                     chosen = free[:num_slices]
@@ -180,7 +200,7 @@ def walk(
                         # Short of whole free slices (none asked for yet, or a placed demand
                         # got hosts that still do not make whole free slices): ask.
                         handle, released_at = demand.ask(step, num_slices), None
-                remaining = deadline_s - (clock() - start)
+                remaining = until - (clock() - start)
                 if remaining <= 0:
                     break
                 sleep(min(poll_s, remaining))

@@ -116,7 +116,8 @@ class TrainArgs:
     slice_deadline_s: float = field(
         default=600.0,
         metadata=_flag(
-            "tpu/emulated: how long one step of the capacity chain (and a restart) may wait for whole free slices"
+            "tpu/emulated: how long one step of the capacity chain (and a restart) may wait for whole free slices; "
+            "once hosts of the shape join, up to this long after the first of them (ray_apps/chain.py)"
         ),
     )
     # The later steps of the slice pool's capacity chain: other shapes the driver asks for, in

@@ -211,9 +211,11 @@ def storage_env(host: str):  # noqa: ANN201 - a context manager
             os.environ[storage_emulator.HOST_ENV] = old
 
 
-def container_log(joint: JointSubstrate, namespace: str, pod_prefix: str, container: str) -> str:
-    """The log of `container` of every pod named `<pod_prefix>...` the runner ran, joined."""
-    folders = sorted((joint.runner.workdir / "pods").glob(f"{namespace}_{pod_prefix}*"))
+def container_log(joint: JointSubstrate, namespace: str, pod_prefix: str, container: str, since: float = 0.0) -> str:
+    """The log of `container` of every pod named `<pod_prefix>...` the runner started since
+    `since` (time.time()), joined in start order."""
+    folders = [p["dir"] for p in joint.runner.started
+               if p["namespace"] == namespace and p["name"].startswith(pod_prefix) and p["at"] >= since]  # fmt: skip
     return "\n".join((f / f"{container}.log").read_text(errors="replace") for f in folders
                      if (f / f"{container}.log").exists())  # fmt: skip
 

@@ -123,6 +123,24 @@ def test_a_slice_with_a_host_missing_is_no_slice() -> None:
     assert walk(Timeline(clock, (0, partial), (0, v5e)), clock).step == V5E
 
 
+def test_a_step_whose_hosts_are_joining_at_its_deadline_waits_a_deadline_after_the_first_joined() -> None:
+    clock = FakeClock()
+    # Two hosts of a v6e slice join at 50 s, the rest at 100 s: past the 60 s deadline, within
+    # 60 s of the first host.
+    inventory = Timeline(clock, (50, a_slice("v6e-a", hosts_up=2)), (100, a_slice("v6e-b")))
+    choice = walk(inventory, clock)
+    assert (choice.step, choice.slices) == (V6E, ("v6e-b",))
+    assert choice.tried[0].waited_s == 100
+
+
+def test_a_step_whose_hosts_keep_joining_still_gives_up_a_deadline_after_the_first_joined() -> None:
+    clock = FakeClock()
+    joining = Timeline(clock, (50, a_slice("v6e-a", hosts_up=1)), (100, a_slice("v6e-b", hosts_up=3)))
+    with pytest.raises(chain.ChainExhaustedError) as raised:
+        walk(joining, clock)
+    assert "step 1: TPU-V6E 4x4 (4 hosts x 4 chips): no whole free slice within 110.0 s" in str(raised.value)
+
+
 def test_a_busy_slice_of_the_first_shape_does_not_hold_the_driver_past_the_deadline() -> None:
     clock = FakeClock()
     busy = a_slice("v6e-a", busy=(2,))

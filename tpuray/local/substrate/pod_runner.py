@@ -172,7 +172,7 @@ class PodRunner:
             return  # not provided here (see the module docstring)
         self._ips += 1
         run = RunningPod(meta["uid"], meta["namespace"], meta["name"], f"10.80.{self._ips // 250}.{self._ips % 250 + 2}",
-                         self.workdir / "pods" / f"{meta['namespace']}_{meta['name']}")  # fmt: skip
+                         self.workdir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}")  # fmt: skip
         run.dir.mkdir(parents=True, exist_ok=True)
         volumes = self._volumes(pod, run)
         pod = {**pod, "status": {**pod.get("status", {}), "podIP": run.ip, "hostIP": "127.0.0.1"}}
@@ -180,7 +180,8 @@ class PodRunner:
         inits = [(c, self._command(pod, c, run, volumes)) for c in pod["spec"].get("initContainers") or []]
         self.pods[run.uid] = run
         self.started.append({"namespace": meta["namespace"], "name": meta["name"], "node": pod["spec"]["nodeName"],
-                             "group": (meta.get("labels") or {}).get(labels.RAY_GROUP, ""), "at": time.time()})  # fmt: skip
+                             "group": (meta.get("labels") or {}).get(labels.RAY_GROUP, ""), "at": time.time(),
+                             "dir": run.dir})  # fmt: skip
         threading.Thread(target=self._launch, args=(pod, run, inits, commands), daemon=True).start()
 
     def _launch(self, pod: dict[str, Any], run: RunningPod, inits: list, commands: list) -> None:
