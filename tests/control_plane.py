@@ -31,6 +31,23 @@ import pytest
 import requests
 import yaml
 
+from tpuray.checks.schemas import SCHEMA_DIR
+from tpuray.shared import shared_path
+
+# Every CRD the control plane serves: KubeRay's and GKE's from shared/, and those tpuray/data ships.
+CRD_FILES = [
+    *sorted(shared_path("schemas", "kuberay").glob("*.yaml")),
+    *sorted(shared_path("schemas", "gke").glob("*.yaml")),
+    # The Serve Gateway's kinds: Gateway API (standard channel) and GKE's networking.gke.io policies.
+    *sorted((SCHEMA_DIR / "gateway-api").glob("*.yaml")),
+    *sorted((SCHEMA_DIR / "gke-gateway").glob("*.yaml")),
+    # The SecretProviderClass of an llm stack's Hugging Face token (infra/components/hf_secret.py).
+    *sorted((SCHEMA_DIR / "secrets-store-csi-driver").glob("*.yaml")),
+    # The Kueue kinds of a stack with tpuray:queues (tpuray/desired/queues.py), as `tpuray check` validates them.
+    *sorted((SCHEMA_DIR / "kueue").glob("*.yaml")),
+]
+
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS_SRC = REPO_ROOT / "tools" / "cluster"
 ADMIN_TOKEN = "tpuray-local-admin-token"  # loopback-only, throwaway cluster

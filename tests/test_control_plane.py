@@ -18,6 +18,7 @@ import yaml
 from conftest import STACKS, mocked
 
 from tests.control_plane import (
+    CRD_FILES,
     STAND_INS,
     ApplyRejected,
     ControlPlane,
@@ -26,7 +27,6 @@ from tests.control_plane import (
     tools_missing,
     wait_for,
 )
-from tpuray.checks.schemas import SCHEMA_DIR
 from tpuray.config import stacks_dir
 from tpuray.labels import KUEUE_QUEUE_NAME
 from tpuray.preview.mockrun import run_stack
@@ -36,17 +36,7 @@ from tpuray.shared import shared_path
 # Slow too: starting the control plane takes tens of seconds, so `make test-fast` leaves it out.
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 
-CRD_FILES = [
-    *sorted(shared_path("schemas", "kuberay").glob("*.yaml")),
-    *sorted(shared_path("schemas", "gke").glob("*.yaml")),
-    # The Serve Gateway's kinds: Gateway API (standard channel) and GKE's networking.gke.io policies.
-    *sorted((SCHEMA_DIR / "gateway-api").glob("*.yaml")),
-    *sorted((SCHEMA_DIR / "gke-gateway").glob("*.yaml")),
-    # The SecretProviderClass of an llm stack's Hugging Face token (infra/components/hf_secret.py).
-    *sorted((SCHEMA_DIR / "secrets-store-csi-driver").glob("*.yaml")),
-    # The Kueue kinds of a stack with tpuray:queues (tpuray/desired/queues.py), as `tpuray check` validates them.
-    *sorted((SCHEMA_DIR / "kueue").glob("*.yaml")),
-]
+# CRD_FILES (every CRD the control plane serves) lives in tests/control_plane.py.
 
 
 @pytest.fixture(scope="session")

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from conftest import mocked
 
-from tests.control_plane import require_tools, tools_missing
+from tests.control_plane import CRD_FILES, require_tools, tools_missing
 from tests.substrate import JointSubstrate, require_namespaces
-from tests.test_control_plane import CRD_FILES
 from tpuray import capacity, catalog
 from tpuray.local.substrate import nodes
 from tpuray.preview.render import manifests

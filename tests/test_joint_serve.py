@@ -21,9 +21,8 @@ import yaml
 from conftest import mocked
 
 from ray_apps import checkpoints, features, model
-from tests.control_plane import require_tools, tools_missing
+from tests.control_plane import CRD_FILES, require_tools, tools_missing
 from tests.substrate import JointSubstrate, apply_stack, custom, publish_bundle, require_namespaces, storage_env
-from tests.test_control_plane import CRD_FILES
 from tpuray import capacity, catalog
 from tpuray.local import storage_emulator
 from tpuray.local.localrun import SAMPLE_REQUEST

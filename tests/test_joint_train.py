@@ -18,9 +18,8 @@ import pytest
 from conftest import mocked
 
 from tests import joint_prod as prod
-from tests.control_plane import require_tools, tools_missing
+from tests.control_plane import CRD_FILES, require_tools, tools_missing
 from tests.substrate import JointSubstrate, require_namespaces
-from tests.test_control_plane import CRD_FILES
 from tpuray import capacity
 from tpuray.local.substrate import nodes
 

@@ -24,9 +24,8 @@ import pytest
 import yaml
 from conftest import mocked
 
-from tests.control_plane import ControlPlane, require_tools, tools_missing
+from tests.control_plane import CRD_FILES, ControlPlane, require_tools, tools_missing
 from tests.kueue_plane import condition, kueue_missing, start_kueue, wait_for, workload_of
-from tests.test_control_plane import CRD_FILES
 from tpuray.config import read_stack_file, stacks_dir
 from tpuray.labels import KUEUE_PRIORITY_CLASS, KUEUE_QUEUE_NAME, RAY_CLUSTER
 from tpuray.preview.mockrun import run_stack

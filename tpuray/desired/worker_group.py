@@ -163,7 +163,11 @@ class WorkerGroup:
             min_replicas=0,
             max_replicas=max_replicas,
             num_of_hosts=shape.hosts,
-            ray_labels={labels.SLICE_POOL: pool, labels.GENERATION: shape.generation, labels.TPU_POD_TYPE: shape.pod_type},
+            ray_labels={
+                labels.SLICE_POOL: pool,
+                labels.GENERATION: shape.generation,
+                labels.TPU_POD_TYPE: shape.pod_type,
+            },
             ray_start_params={},
             template=template,
         )
