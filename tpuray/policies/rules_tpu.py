@@ -30,6 +30,7 @@ from tpuray.policies.kube import (
     accelerator_labels,
     as_dict,
     as_int,
+    cluster_spec,
     generation_of_accelerator,
     multi_host_slices,
     shapes_of_generation_topology,
@@ -229,6 +230,28 @@ def _ray_owned_labels(res: Resource, config: dict[str, Any]) -> Iterator[str]:
             )
 
 
+def _job_groups_start_empty(res: Resource, config: dict[str, Any]) -> Iterator[str]:
+    """KubeRay submits a RayJob only once its cluster is Ready: every desired worker pod Running
+    and Ready (ray-operator v1.5.0 rayjob_controller.go waits for `rayv1.Ready`, which
+    raycluster_controller.go sets when all DesiredWorkerReplicas are ready). A TPU group that
+    starts with replicas (replicas, or minReplicas, which KubeRay raises replicas to) holds the
+    submission while its shape is out of stock on every tier: the driver, and with it the capacity
+    chain's fall-through, never starts. With the autoscaler on, the driver's demand adds the
+    slices (ray_apps/chain.py), so the groups can start empty."""
+    cluster = cluster_spec(res.props)
+    if cluster is None or cluster.spec.get("enableInTreeAutoscaling") is not True:
+        return
+    for g in tpu_groups(res.props):
+        start = max(as_int(g.spec.get("replicas")) or 0, as_int(g.spec.get("minReplicas")) or 0)
+        if start > 0:
+            yield (
+                f"{res.label}: {g.where} starts with {start} slice(s) in an autoscaled RayJob; KubeRay submits the job "
+                "only once every desired worker pod is Ready, so while that shape is out of stock on every tier the "
+                "driver never starts and the capacity chain never falls through: set replicas: 0 and minReplicas: 0 "
+                "(the driver's whole-slice demand makes Ray's autoscaler add the slices)"
+            )
+
+
 RULES = (
     Rule(
         "tpu-node-selectors",
@@ -269,6 +292,16 @@ RULES = (
         RAY_TYPES,
         _one_vm_slices,
         topology=True,
+        kubernetes=True,
+        profile=GKE,
+    ),
+    Rule(
+        "rayjob-tpu-groups-start-empty",
+        "An autoscaled RayJob starts its TPU worker groups at zero replicas: KubeRay submits the job only once "
+        "every desired pod is Ready, so a slice out of stock would stall the driver and its capacity chain.",
+        MANDATORY,
+        tuple(t for t in RAY_TYPES if t.endswith(":RayJob")),
+        _job_groups_start_empty,
         kubernetes=True,
         profile=GKE,
     ),
