@@ -3,7 +3,7 @@ operator, Ray's own autoscaler v2 and KubeRay provider, the stand-ins of tpuray/
 (docs/testing.md). Needs root, unshare and nsenter, and the Go-built tools (`make cluster-tools`).
 
 One substrate, three runs of the rendered prod RayJob (tests/joint_prod.py: JAX on CPU, a
-checkpoint and a printed step every step, --slice-deadline-s 90), in this order:
+checkpoint and a printed step every step, --slice-deadline-s 120), in this order:
 1. first shape available: two spot v6e 4x4 slices in stock. RayJob created -> first training
    step (the driver's "step 1 loss" line, polled every 0.2 s in the submitter's output);
 2. preemption: one on-demand v6e slice more; after step 4, spot slice 0 is preempted (nodes and
@@ -11,7 +11,7 @@ checkpoint and a printed step every step, --slice-deadline-s 90), in this order:
    restart's "attempt 2" line) and as the run's goodput record computes it (from the loss in
    its capacity samples to the first step beyond the one reached);
 3. fall-through: every v6e slice gone, two on-demand v5e slices in stock. RayJob created ->
-   first step: the v6e step's 90 s deadline, then v5e's slices from zero.
+   first step: the v6e step's 120 s deadline, then v5e's slices from zero.
 
 Prints the figures and writes them as JSON. Usage:
     .venv/bin/python benchmarks/bench_joint_substrate.py [--out /tmp/tpuray-bench-joint.json]

@@ -27,8 +27,9 @@ SUBMITTER = "ray-job-submitter"
 V6E = catalog.lookup("v6e", "4x4")
 V5E = catalog.lookup("v5e", "4x4")
 # Each chain step's wait (--slice-deadline-s), extended once when hosts of the shape join
-# (ray_apps/chain.py): eight hosts take 60-120 s to join on two shared cores.
-DEADLINE_S = 90.0
+# (ray_apps/chain.py): eight hosts take 60-120 s to join on two shared cores, and a host whose
+# raylet misses Ray's 30 s registration wait under that load is replaced by the operator.
+DEADLINE_S = 120.0
 
 
 def start(crd_files: list[Path], workdir: Path, prod: StackRun) -> JointSubstrate:
