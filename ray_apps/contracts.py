@@ -26,7 +26,8 @@ RESULT_PREFIX = "TPURAY_RESULT "  # then one line of JSON
 def last_result(output: str) -> dict[str, Any] | None:
     """The JSON summary printed last in `output` (the rest of the line after RESULT_PREFIX), or
     None. The prefix is looked for anywhere in a line: with stderr merged into stdout, another
-    process's log line may end up in front of it (seen in tests/test_autoscale_emulated.py)."""
+    process's log line may end up in front of it (seen on an emulated cluster whose head ran
+    Ray's autoscaler)."""
     found = [ln[ln.index(RESULT_PREFIX) + len(RESULT_PREFIX) :] for ln in output.splitlines() if RESULT_PREFIX in ln]
     return json.loads(found[-1]) if found else None
 

@@ -15,7 +15,6 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -91,16 +90,15 @@ def local_ray() -> Iterator[LocalRay]:
 
 
 @contextlib.contextmanager
-def connected_emulator(plan: Plan, prefix: str, name: str, **start: Any) -> Iterator[EmulatedCluster]:
-    """An in-process emulated cluster for one test module: started from `plan` (with `start`'s
-    options, e.g. `autoscale=`), this process connected to it; on exit Serve (if a test started
-    it) and the connection are shut down, every process the cluster started (including hosts an
-    autoscaler added later) is stopped, and none of them is left."""
+def connected_emulator(plan: Plan, prefix: str, name: str) -> Iterator[EmulatedCluster]:
+    """An in-process emulated cluster for one test module: started from `plan`, this process
+    connected to it; on exit Serve (if a test started it) and the connection are shut down,
+    every process the cluster started is stopped, and none of them is left."""
     import psutil
     import ray
 
     state_dir = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # short: Ray puts sockets under it
-    emu = EmulatedCluster.start(plan, state_dir=state_dir, name=name, **start)
+    emu = EmulatedCluster.start(plan, state_dir=state_dir, name=name)
     pids = emu.pids()
     try:
         emu.connect()

@@ -1,7 +1,7 @@
 """Slice-atomic scheduling (ray_apps.slices) on a real emulated cluster.
 
 One cluster for the whole module, of the smallest multi-host shapes (2 hosts x 4 chips, as
-tests/test_autoscale_emulated.py and test_fault_recovery.py use): 6 hosts, not 12:
+tests/test_fault_recovery.py uses): 6 hosts, not 12:
   v5p-spot-0, v5p-spot-1: v5p 2x2x2 (2 hosts x 4 chips), market spot
   v4-od-0:                v4 2x2x2 (2 hosts x 4 chips), market on-demand: the same topology
                           on another generation, the fallback

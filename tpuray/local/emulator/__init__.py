@@ -11,9 +11,13 @@ The package, in the order data flows through it:
 - `processes`: finding and stopping recorded processes (psutil, by PID);
 - `cluster`: `EmulatedCluster`, the running head and hosts (in-process or attached);
 - `launcher`: `tpuray local up`'s detached launcher (`python -m tpuray.local.emulator launch`);
-- `status`: finding a running cluster again and what its slices hold.
-- `autoscale` and `slice_provider`: Ray's own autoscaler starting whole slices for pending
-  demand, on the first ComputeClass tier with capacity (`EmulatedCluster.start(autoscale=...)`).
+- `status`: finding a running cluster again and what its slices hold;
+- `preemption`: a slice drained with a notice, preempted, and brought back.
+
+Every slice is started up front, from the plan; the emulator scales nothing. Worker groups that
+scale from zero, the capacity chain's shape fall-through and a preempted slice's replacement
+run on the joint substrate instead (tests/substrate.py, docs/testing.md "The joint substrate"):
+the real KubeRay operator with Ray's own autoscaler v2 and KubeRay provider.
 
 Two ways to run it:
 - in-process (`EmulatedCluster.start(plan, detach=False)`, tests): the raylets share the
@@ -26,7 +30,6 @@ Two ways to run it:
 Shapes come from tpuray.catalog only (via the stack config's `.shape`).
 """
 
-from tpuray.local.emulator.autoscale import Autoscale, autoscale_for
 from tpuray.local.emulator.cluster import BASE_ENV, IMAGE_SITE, EmulatedCluster, ProgressFn
 from tpuray.local.emulator.launcher import launch_detached
 from tpuray.local.emulator.plan import (
@@ -59,7 +62,6 @@ from tpuray.local.emulator.state import (
 from tpuray.local.emulator.status import find, running_state_dirs, status_data
 
 __all__ = [
-    "Autoscale",
     "BASE_ENV",
     "DEFAULT_ROOT",
     "HEAD_MEMORY_BYTES",
@@ -78,7 +80,6 @@ __all__ = [
     "ProgressFn",
     "SliceSpec",
     "TpuGroup",
-    "autoscale_for",
     "default_max_hosts",
     "find",
     "kill_processes",

@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,6 @@ import psutil
 
 from tpuray import labels
 from tpuray.local import storage_emulator
-from tpuray.local.emulator.autoscale import Autoscale, ProviderRecord, autoscaling_config, set_unavailable, write_config
-from tpuray.local.emulator.autoscale import head_env as autoscale_head_env
 from tpuray.local.emulator.plan import (
     HEAD_OBJECT_STORE_BYTES,
     HOST_CPUS,
@@ -73,8 +71,8 @@ def node_common_args(ray_dir: str) -> dict[str, Any]:
 
 def host_node_args(spec: SliceSpec, worker: int, host_cpus: int, common: dict[str, Any]) -> dict[str, Any]:
     """The RayParams of one emulated TPU host, started with `spec.host_env(worker)` in the
-    environment: the one definition of a host, whether the emulator starts it up front or the
-    autoscaler's provider starts it on demand (tpuray/local/emulator/autoscale.py)."""
+    environment: the one definition of a host, whether the emulator starts it up front or
+    brings a preempted slice back (tpuray/local/emulator/preemption.py)."""
     return {
         "num_cpus": host_cpus,
         "runtime_env_dir_name": runtime_env_dir_name(spec, worker),
@@ -100,13 +98,8 @@ class EmulatedCluster:
 
     @property
     def slices(self) -> list[SliceSpec]:
-        """Slices started up front, then those Ray's autoscaler has running now."""
-        return list(self.state.slices) + ProviderRecord.load(self.state_dir).slices
-
-    def set_unavailable(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Out of capacity from now on: (pod type, tier) pairs, e.g. ("v6e-8", "spot"), tier
-        "*" for all; the autoscaler's next scale-up skips them (tpuray/local/emulator/autoscale.py)."""
-        set_unavailable(self.state_dir, pairs)
+        """The slices started up front (the plan's)."""
+        return list(self.state.slices)
 
     @property
     def state_dir(self) -> Path:
@@ -124,8 +117,7 @@ class EmulatedCluster:
 
     def pids(self) -> list[int]:
         """Every PID this cluster started that is still running (recorded trees plus children)."""
-        hosts = self.state.hosts + ProviderRecord.load(self.state_dir).hosts
-        recorded = [p for h in hosts for r in h.processes if (p := r.process()) is not None]
+        recorded = [p for h in self.state.hosts for r in h.processes if (p := r.process()) is not None]
         recorded += [p for r in self.state.storage if (p := r.process()) is not None]
         return sorted({p.pid for p in _tree(recorded)} | {p.pid for p in _marked(self.state.ray_dir)})
 
@@ -146,16 +138,15 @@ class EmulatedCluster:
         dashboard: bool = False,
         progress: ProgressFn | None = None,
         delivery: bool = False,
-        autoscale: Autoscale | None = None,
     ) -> EmulatedCluster:
         """Start a head plus one raylet per emulated TPU host on 127.0.0.1.
 
         `plan` comes from `plan_slices` (a stack's rendered worker groups) or `plan_for`
         (explicit slices). With `detach=False` the nodes die with this process. With
         `delivery`, a GCS emulator starts first and the hosts fetch code the way GKE pods do:
-        from the runtime_env working_dir only (see IMAGE_SITE). With `autoscale`, the head also
-        runs Ray's autoscaler, which starts slices of `autoscale.groups` for pending demand
-        (tpuray/local/emulator/autoscale.py); `plan` then holds only slices started up front."""
+        from the runtime_env working_dir only (see IMAGE_SITE). Every slice is started up front:
+        scaling worker groups from zero is left to Ray's own autoscaler and KubeRay provider on
+        the joint substrate (tests/substrate.py)."""
         name = name or "emulated"
         sdir = Path(state_dir) if state_dir is not None else state_dir_for(name)
         if (sdir / STATE_FILE).exists():
@@ -177,9 +168,7 @@ class EmulatedCluster:
         try:
             if delivery:
                 self._start_storage()
-            self._start_nodes(
-                plan, detach=detach, host_cpus=host_cpus, dashboard=dashboard, progress=progress, autoscale=autoscale
-            )
+            self._start_nodes(plan, detach=detach, host_cpus=host_cpus, dashboard=dashboard, progress=progress)
         except BaseException:
             self.stop()
             raise
@@ -200,7 +189,6 @@ class EmulatedCluster:
         host_cpus: int,
         dashboard: bool,
         progress: ProgressFn | None,
-        autoscale: Autoscale | None = None,
     ) -> None:
         _loopback_only()
         from ray.cluster_utils import Cluster
@@ -218,28 +206,13 @@ class EmulatedCluster:
             base[storage_emulator.HOST_ENV] = state.storage_host
             base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMAGE_SITE), os.environ.get("PYTHONPATH")]))
         common = node_common_args(state.ray_dir)
-        head_args: dict[str, Any] = {}
-        head_env: dict[str, str] = {}
-        if autoscale is not None:
-            config = autoscaling_config(
-                autoscale,
-                name=state.name,
-                state_dir=state.state_dir,
-                ray_dir=state.ray_dir,
-                gcs_address=base["RAY_ADDRESS"],
-                host_cpus=host_cpus,
-                fate_share=not detach,
-            )
-            head_args["autoscaling_config"] = str(write_config(config, state.state_dir))
-            head_env = autoscale_head_env(autoscale.version)
         with _environ(base):
             # shutdown_at_exit=False turns off Ray's fate-sharing: the detached cluster must
             # outlive the launcher. In-process we want the opposite, so no stray raylets
             # survive a crashed test run.
             cluster = Cluster(initialize_head=False, shutdown_at_exit=not detach)
             self._cluster = cluster
-            with _environ(head_env):
-                head = self._add_head(cluster, host_cpus, gcs_port, dashboard, common, head_args)
+            head = self._add_head(cluster, host_cpus, gcs_port, dashboard, common)
 
             state.address = head.address
             if dashboard:
@@ -264,9 +237,7 @@ class EmulatedCluster:
         state.save()
 
     @staticmethod
-    def _add_head(
-        cluster: Any, host_cpus: int, gcs_port: int, dashboard: bool, common: dict[str, Any], extra: dict[str, Any]
-    ) -> Any:
+    def _add_head(cluster: Any, host_cpus: int, gcs_port: int, dashboard: bool, common: dict[str, Any]) -> Any:
         return cluster.add_node(
             num_cpus=host_cpus,
             gcs_server_port=gcs_port,
@@ -277,7 +248,6 @@ class EmulatedCluster:
             object_store_memory=HEAD_OBJECT_STORE_BYTES,
             labels={labels.EMULATOR_ROLE: "head"},
             **common,
-            **extra,
         )
 
     @classmethod
@@ -290,8 +260,7 @@ class EmulatedCluster:
         Returns the PIDs killed. The rest of the slice keeps running, as on GKE before
         KubeRay recreates the group."""
         self.slice(slice_name)
-        hosts = self.state.hosts + ProviderRecord.load(self.state_dir).hosts  # then the autoscaler's
-        host = next((h for h in hosts if (h.slice, h.worker_id) == (slice_name, worker_id)), None)
+        host = next((h for h in self.state.hosts if (h.slice, h.worker_id) == (slice_name, worker_id)), None)
         if host is None:
             raise EmulatorError(f"slice {slice_name!r} has no worker {worker_id}")
         procs = _tree([p for r in host.processes if (p := r.process()) is not None])
@@ -301,9 +270,8 @@ class EmulatedCluster:
             with contextlib.suppress(Exception):
                 self._cluster.remove_node(node, allow_graceful=False)
         kill_processes(procs, grace_s=2.0)
-        if host in self.state.hosts:  # an autoscaled host leaves the provider's record itself
-            self.state.hosts.remove(host)
-            self.state.save()
+        self.state.hosts.remove(host)
+        self.state.save()
         return [p.pid for p in procs]
 
     def stop(self, remove_dir: bool = True) -> list[int]:
