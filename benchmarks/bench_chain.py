@@ -9,23 +9,15 @@ the new gang running (every rank of attempt 1 recorded its placement on the v5e 
 run's own placement files). The target is D + 30 s: the driver waits D on the empty step, then
 JaxTrainer must have the gang placed within 30 s.
 
-With --autoscale, the same from zero with Ray's own autoscaler (tpuray/local/emulator/autoscale.py):
-groups v5p 2x2x2 (tiers spot, on-demand) and v4 2x2x2 (on-demand) start with no replica, every
-trial starts from zero, and two faults are measured, each from the driver's start to every rank
-of attempt 1 placed:
-- tier: Spot of v5p has no capacity; GKE's step puts the replica the autoscaler asks for on
-  on-demand (no deadline of ours: the scale-up is the wait);
-- shape: no v5p capacity at all; the driver waits D on v5p, then the autoscaler scales v4.
-(Two-host shapes that Ray reads as multi-host: not v6e or v5e 2x4 on 4-chip VMs, which Ray's
-SlicePlacementGroup takes for one VM and ray_apps.train refuses.)
-D must cover a scale-up (here about 12 s for a 2-host slice; on GKE, minutes): with a shorter
-one the driver gives up on a shape whose slice is still starting (`--deadline 30` is used).
+From zero, with Ray's own autoscaler v2 and KubeRay provider adding the fallback shape's
+slices, the chain is measured on the joint substrate (benchmarks/bench_joint_substrate.py, its
+fall-through run).
 
 Serve is measured by benchmarks/bench_serve_chain.py: its fallback is Ray's fallback_strategy
 on one replica actor, which Ray resolves at scheduling time with no deadline of ours.
 
 Prints the figures (median, min, max) and writes them as JSON. Usage:
-    .venv/bin/python benchmarks/bench_chain.py [--trials 3] [--deadline 10] [--autoscale]
+    .venv/bin/python benchmarks/bench_chain.py [--trials 3] [--deadline 10]
         [--out /tmp/tpuray-bench-chain.json]
 """
 
@@ -47,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
-from ray_apps import data, slices, train  # noqa: E402
+from ray_apps import data, train  # noqa: E402
 from ray_apps.contracts import TRAIN_MODULE, TrainArgs  # noqa: E402
 from tpuray import catalog  # noqa: E402
 from tpuray.local.emulator import EmulatedCluster, SliceSpec, plan_for  # noqa: E402
@@ -58,18 +50,11 @@ DEFAULT_OUT = "/tmp/tpuray-bench-chain.json"
 BATCH, STEPS = 16, 2
 
 
-def train_trial(
-    cluster: EmulatedCluster,
-    workdir: Path,
-    index: int,
-    deadline_s: float,
-    chain: tuple[catalog.SliceShape, catalog.SliceShape] = (V6E, V5E),
-    expect: str | None = None,
-) -> float:
-    """Seconds from the driver's start to every rank of attempt 1 placed on pod type `expect`
-    (default: the chain's second shape)."""
-    first, fallback = chain
-    expect = expect or fallback.pod_type
+def train_trial(cluster: EmulatedCluster, workdir: Path, index: int, deadline_s: float) -> float:
+    """Seconds from the driver's start to every rank of attempt 1 placed on the chain's second
+    shape (v5e 4x4)."""
+    first, fallback = V6E, V5E
+    expect = fallback.pod_type
     run_name = f"chain-{index}"
     args = TrainArgs.on_shape(
         first.shape_step,
@@ -112,10 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--deadline", type=float, default=10.0, help="--slice-deadline-s of the driver")
     p.add_argument("--out", default=DEFAULT_OUT)
-    p.add_argument("--autoscale", action="store_true", help="from zero, with Ray's autoscaler")
     args = p.parse_args(argv)
-    if args.autoscale:
-        return autoscaled(args)
 
     workdir = Path(tempfile.mkdtemp(prefix="tpuray-bench-chain-"))
     data.write_synthetic(str(workdir / "data"), rows=V5E.hosts * BATCH * STEPS, fmt="parquet", files=2)
@@ -144,61 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         f"(min {min(seconds):.1f}, max {max(seconds):.1f}, {len(seconds)} trials; "
         f"target {args.deadline + 30:g} s = deadline + 30 s; load {os.getloadavg()[0]:.1f})"
     )
-    write_results(results, Path(args.out))
-    return 0
-
-
-def autoscaled(args: argparse.Namespace) -> int:
-    from tpuray import capacity
-    from tpuray.local.emulator import TpuGroup
-    from tpuray.local.emulator.autoscale import Autoscale, ProviderRecord, request_scale_to_zero
-    from tpuray.local.emulator.plan import Plan
-
-    v5p, v4 = catalog.lookup("v5p", "2x2x2"), catalog.lookup("v4", "2x2x2")
-    groups = (
-        TpuGroup("train-v5p-16", "train", v5p, 1, (capacity.SPOT, capacity.ON_DEMAND), 0),
-        TpuGroup("train-v4-16", "train", v4, 1, (capacity.ON_DEMAND,), 0),
-    )
-    faults = {"tier": ([("v5p-16", "spot")], v5p.pod_type), "shape": ([("v5p-16", "*")], v4.pod_type)}
-    workdir = Path(tempfile.mkdtemp(prefix="tpuray-bench-chain-"))
-    data.write_synthetic(str(workdir / "data"), rows=v5p.hosts * BATCH * STEPS, fmt="parquet", files=2)
-    state_dir = tempfile.mkdtemp(prefix="tpbc-", dir="/tmp")
-    cluster = EmulatedCluster.start(Plan((), 0), state_dir=state_dir, name="bench-chain", autoscale=Autoscale(groups))
-    seconds: dict[str, list[float]] = {name: [] for name in faults}
-    runs = 0
-    try:
-        cluster.connect()
-        for _ in range(args.trials):
-            for name, (out, expect) in faults.items():
-                cluster.set_unavailable(out)
-                got = train_trial(cluster, workdir, runs, args.deadline, (v5p, v4), expect)
-                runs += 1
-                seconds[name].append(round(got, 2))
-                cluster.set_unavailable([])
-                request_scale_to_zero(cluster.state_dir)
-                # Until Ray too has marked the removed hosts dead: a driver that saw them alive
-                # would take a slice that is gone.
-                while ProviderRecord.load(cluster.state_dir).slices or slices.slice_inventory():
-                    time.sleep(0.5)
-    finally:
-        import ray
-
-        ray.shutdown()
-        cluster.stop()
-    results: dict[str, Any] = {
-        "benchmark": "chain-autoscaled",
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_1m": os.getloadavg()[0]},
-        "deadline_s": args.deadline,
-        "train_seconds": seconds,
-        "train_median_s": {name: statistics.median(v) for name, v in seconds.items()},
-        "target_s": args.deadline + 30,
-    }
-    for name, values in seconds.items():
-        print(
-            f"train, from zero, {name} out of capacity -> gang placed: median {statistics.median(values):.1f} s "
-            f"(min {min(values):.1f}, max {max(values):.1f}, {len(values)} trials; target {args.deadline + 30:g} s; "
-            f"load {os.getloadavg()[0]:.1f})"
-        )
     write_results(results, Path(args.out))
     return 0
 
