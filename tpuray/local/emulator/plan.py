@@ -159,7 +159,6 @@ class TpuGroup:
     # empty (tpuray/desired/ray_cluster.py), the first shape's most slices, which the driver's
     # first demand asks Ray's autoscaler for (0 for a fallback shape).
     start_slices: int = 1
-    min_slices: int = 0  # minReplicas: the autoscaler never scales the group below it
 
 
 def class_tiers(classes: dict[str, dict[str, Any]], name: str | None, shape: catalog.SliceShape) -> tuple:
@@ -198,7 +197,6 @@ def emulated_groups(run: StackRun) -> list[TpuGroup]:
                     max_slices=group.most_slices,
                     tiers=class_tiers(classes, group.compute_class, shape),
                     start_slices=start,
-                    min_slices=group.min_replicas or 0,
                 )
             )
     return groups
