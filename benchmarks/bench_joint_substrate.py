@@ -47,8 +47,8 @@ V6E_ON_DEMAND = nodes.SlicePool(prod.CLASS, prod.V6E, capacity.ON_DEMAND, 1)
 V5E_ON_DEMAND = nodes.SlicePool(prod.CLASS, prod.V5E, capacity.ON_DEMAND, 2)
 
 
-def first_step(joint: Any, run: Any, steps: int) -> dict[str, Any]:
-    job = prod.submit(joint, run, steps=steps, checkpoint_every=1)
+def first_step(joint: Any, run: Any, name: str, steps: int) -> dict[str, Any]:
+    job = prod.submit(joint, run, name, steps=steps, checkpoint_every=1)
     at = prod.wait_for_line(joint, job, "step 1 loss", 1200)
     result = prod.wait_for_result(joint, job)
     prod.delete(joint)
@@ -60,7 +60,7 @@ def first_step(joint: Any, run: Any, steps: int) -> dict[str, Any]:
 
 
 def preemption(joint: Any, run: Any, steps: int, preempt_after: int) -> dict[str, Any]:
-    job = prod.submit(joint, run, steps=steps, checkpoint_every=1, min_step_s=1.0)
+    job = prod.submit(joint, run, "bench-preempted", steps=steps, checkpoint_every=1, min_step_s=1.0)
     prod.wait_for_line(joint, job, f"step {preempt_after} loss", 1200)
     preempted_at = time.time()
     deleted = prod.preempt(joint, V6E_SPOT, 0)
@@ -102,13 +102,13 @@ def main() -> int:
     started_s = time.perf_counter() - t0
     try:
         joint.add_nodes([V6E_SPOT])
-        available = first_step(joint, run, args.steps)
+        available = first_step(joint, run, "bench-available", args.steps)
         joint.add_nodes([V6E_ON_DEMAND])
         preempted = preemption(joint, run, steps=16, preempt_after=4)
         prod.take_out_of_stock(joint, V6E_SPOT)
         prod.take_out_of_stock(joint, V6E_ON_DEMAND)
         joint.add_nodes([V5E_ON_DEMAND])
-        fallen = first_step(joint, run, args.steps)
+        fallen = first_step(joint, run, "bench-fallen-through", args.steps)
     finally:
         joint.stop()
     write_results(

@@ -54,8 +54,11 @@ class Submitted:
     created_at: float  # time.time() when the RayJob was created
 
 
-def submit(joint: JointSubstrate, prod: StackRun, **train_changes: Any) -> Submitted:
-    changes = {"checkpoint_every": 2, "slice_deadline_s": DEADLINE_S, "batch_size": 8, **train_changes}
+def submit(joint: JointSubstrate, prod: StackRun, run_name: str, **train_changes: Any) -> Submitted:
+    """Apply prod's RayJob as run `run_name` (its own checkpoint folder: a run of the same name
+    resumes from the last one's checkpoints, as on GKE)."""
+    changes = {"checkpoint_every": 2, "slice_deadline_s": DEADLINE_S, "batch_size": 8, "run_name": run_name,
+               **train_changes}  # fmt: skip
     job = rayjob_for_substrate(joint, rayjob(prod), **changes)
     created_at = time.time()
     joint.plane.apply(job)

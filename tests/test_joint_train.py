@@ -53,7 +53,7 @@ class Run:
 @pytest.fixture(scope="module")
 def fallen_through(substrate: JointSubstrate) -> Run:
     substrate.add_nodes([V5E_STOCK])
-    job = prod.submit(substrate, mocked("prod"), steps=STEPS)
+    job = prod.submit(substrate, mocked("prod"), "fallen-through", steps=STEPS)
     result = prod.wait_for_result(substrate, job)
     prod.delete(substrate)
     return Run(result, job.created_at)
@@ -63,7 +63,7 @@ def fallen_through(substrate: JointSubstrate) -> Run:
 def preempted(substrate: JointSubstrate, fallen_through: Run) -> Run:
     """v6e in stock; once the checkpoint of step 4 is written, spot slice 0 is preempted."""
     substrate.add_nodes([V6E_SPOT, V6E_ON_DEMAND])
-    job = prod.submit(substrate, mocked("prod"), steps=LONG_STEPS, min_step_s=1.0)
+    job = prod.submit(substrate, mocked("prod"), "preempted", steps=LONG_STEPS, min_step_s=1.0)
     prod.wait_for_line(substrate, job, "step 4 loss", 900)
     deleted = prod.preempt(substrate, V6E_SPOT, 0)
     result = prod.wait_for_result(substrate, job)
@@ -90,7 +90,9 @@ def test_ray_s_kuberay_provider_brings_up_two_whole_v5e_slices_and_no_v6e_pod_ru
 ) -> None:
     workers = prod.started_on(substrate, fallen_through.since)
     assert "train-v6e-16" not in workers
-    assert workers["train-v5litepod-16"] == sorted(
+    # Every host of both slices ran a pod (a pod whose raylet missed Ray's 30 s registration
+    # under this machine's load is replaced by the operator, on the same node: a set, not a list).
+    assert sorted(set(workers["train-v5litepod-16"])) == sorted(
         f"gke-{prod.CLASS}-v5litepod-16-on-demand-{s}-{h}" for s in range(2) for h in range(4)
     )
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import mocked
 
 from tests.control_plane import CRD_FILES, ControlPlane, require_tools, tools_missing
 from tests.kueue_plane import condition, kueue_missing, start_kueue, wait_for, workload_of
@@ -131,10 +130,23 @@ def _suspended_and_podless(plane: ControlPlane, job: dict[str, Any]) -> tuple[bo
     return got["spec"].get("suspend") is True, len(owned), pods
 
 
+def _prod_one_shape(tmp: Path) -> Path:
+    """prod with its training pool's chain cut to its first shape: a RayJob whose v6e group starts
+    with its two slices, which Kueue counts at admission. (A chain's groups start empty, so that
+    KubeRay's Ready gate never holds its driver; Kueue then counts its head alone:
+    docs/capacity.md, "Queues and the capacity chain".)"""
+    raw = read_stack_file(stacks_dir() / "Pulumi.prod.yaml")
+    for pool in raw["slicePools"]:
+        pool.pop("fallback", None)
+    path = tmp / "Pulumi.prod-one-shape.yaml"
+    path.write_text(yaml.safe_dump({"config": {f"tpuray:{k}": v for k, v in raw.items()}}))
+    return path
+
+
 def test_a_second_job_wanting_the_whole_quota_stays_suspended_without_pods_until_the_first_finishes(
-    plane: ControlPlane, ended: list[dict[str, Any]]
+    plane: ControlPlane, ended: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    (job,) = _apply(plane, manifests(mocked("prod")))
+    (job,) = _apply(plane, manifests(run_stack(str(_prod_one_shape(tmp_path)))))
     first, second = _renamed(job, "whole-quota-first"), _renamed(job, "whole-quota-second")
     _submit(plane, ended, first)
     got = _admitted(plane, first)
@@ -159,9 +171,9 @@ def test_a_second_job_wanting_the_whole_quota_stays_suspended_without_pods_until
 
 
 def test_a_higher_priority_job_preempts_a_lower_one_in_the_same_queue(
-    plane: ControlPlane, ended: list[dict[str, Any]]
+    plane: ControlPlane, ended: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    (job,) = _apply(plane, manifests(mocked("prod")))
+    (job,) = _apply(plane, manifests(run_stack(str(_prod_one_shape(tmp_path)))))
     low = _renamed(job, "priority-low", **{KUEUE_PRIORITY_CLASS: "research"})
     high = _renamed(job, "priority-high")
     assert high["metadata"]["labels"][KUEUE_PRIORITY_CLASS] == "production"
