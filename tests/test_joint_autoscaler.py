@@ -3,13 +3,12 @@ the head pod's autoscaler sidecar the operator wrote, scaling a TPU worker group
 API server (issue 33, item 4; docs/testing.md "The joint substrate").
 
 The cluster is prod's training RayCluster spec (tpuray-prod-train's rayClusterSpec: in-tree
-autoscaling, autoscaler v2, the sidecar's projected `autoscaler-api-token`), with every TPU group
-at replicas 0, so Ray's provider is what adds a slice. Stock: one spot v6e 4x4 slice.
+autoscaling, autoscaler v2, the sidecar's projected `autoscaler-api-token`) as rendered: a chain,
+so every TPU group starts at replicas 0 and Ray's provider is what adds a slice. Stock: one spot v6e 4x4 slice.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from conftest import mocked
 
 from tests.control_plane import CRD_FILES, require_tools, tools_missing
-from tests.substrate import JointSubstrate, require_namespaces
+from tests.substrate import JointSubstrate, apply_stack, require_namespaces
 from tpuray import capacity, catalog
 from tpuray.local.substrate import nodes
 from tpuray.preview.render import manifests
@@ -55,16 +54,10 @@ def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstra
     try:
         joint.add_nodes([nodes.SlicePool("v6e-train", catalog.lookup("v6e", "4x4"), capacity.SPOT, 1)], system=True)
         objects = manifests(mocked("prod"))
-        for obj in objects:
-            if obj["kind"] == "Namespace":
-                joint.plane.ensure_namespace(obj["metadata"]["name"])
-            if obj["apiVersion"] != "ray.io/v1":
-                joint.plane.apply(obj)
-        joint.publish_root_ca(NS)
+        apply_stack(joint, objects, NS)
         job = next(o for o in objects if o["kind"] == "RayJob")
-        spec = copy.deepcopy(job["spec"]["rayClusterSpec"])
-        for group in spec["workerGroupSpecs"]:
-            group["replicas"] = 0
+        spec = job["spec"]["rayClusterSpec"]  # every TPU group at replicas 0, as a chain renders it
+        assert [g["replicas"] for g in spec["workerGroupSpecs"]] == [0, 0]
         joint.plane.apply({"apiVersion": "ray.io/v1", "kind": "RayCluster",
                            "metadata": {"name": CLUSTER, "namespace": NS}, "spec": spec})  # fmt: skip
         joint.start_loop()

@@ -18,7 +18,7 @@ import pytest
 from conftest import mocked
 
 from tests.control_plane import CRD_FILES, require_tools, tools_missing
-from tests.substrate import JointSubstrate, require_namespaces
+from tests.substrate import JointSubstrate, apply_stack, require_namespaces
 from tpuray import capacity, catalog
 from tpuray.local.substrate import nodes, scheduler
 from tpuray.preview.render import manifests
@@ -39,12 +39,7 @@ def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JointSubstra
     try:
         # dev's class: spot then on-demand v6e 4x4. Spot has one slice, on-demand none.
         joint.add_nodes([nodes.SlicePool("v6e-dev", V6E_4X4, capacity.SPOT, 1)], system=True)
-        for obj in manifests(mocked("dev")):
-            if obj["kind"] == "Namespace":
-                joint.plane.ensure_namespace(obj["metadata"]["name"])
-            if obj["apiVersion"] != "ray.io/v1":
-                joint.plane.apply(obj)
-        joint.publish_root_ca(NS)
+        apply_stack(joint, manifests(mocked("dev")), NS)
         job = next(o for o in manifests(mocked("dev")) if o["kind"] == "RayJob")
         joint.plane.apply({"apiVersion": "ray.io/v1", "kind": "RayCluster",
                            "metadata": {"name": CLUSTER, "namespace": NS}, "spec": job["spec"]["rayClusterSpec"]})  # fmt: skip
