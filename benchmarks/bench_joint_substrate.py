@@ -6,7 +6,7 @@ One substrate, three runs of the rendered prod RayJob (tests/joint_prod.py: JAX 
 checkpoint and a printed step every step, --slice-deadline-s 120), in this order:
 1. first shape available: two spot v6e 4x4 slices in stock. RayJob created -> first training
    step (the driver's "step 1 loss" line, polled every 0.2 s in the submitter's output);
-2. preemption: one on-demand v6e slice more; after step 4, spot slice 0 is preempted (nodes and
+2. preemption: one on-demand v6e slice more; after step 4, the slice of replica 1 is preempted (nodes and
    pods deleted). Preemption -> the next step, observed (the first step line after the
    restart's "attempt 2" line) and as the run's goodput record computes it (from the loss in
    its capacity samples to the first step beyond the one reached);
@@ -63,7 +63,7 @@ def preemption(joint: Any, run: Any, steps: int, preempt_after: int) -> dict[str
     job = prod.submit(joint, run, "bench-preempted", steps=steps, checkpoint_every=1, min_step_s=1.0)
     prod.wait_for_line(joint, job, f"step {preempt_after} loss", 1200)
     preempted_at = time.time()
-    deleted = prod.preempt(joint, V6E_SPOT, 0)
+    deleted = prod.preempt_replica(joint, "train-v6e-16-1")
     prod.wait_for_line(joint, job, "attempt 2: start", 1200)
     deadline = time.monotonic() + 900
     stepped_at = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from ray_apps import contracts
 from tests.substrate import JointSubstrate, apply_stack, container_log, custom, rayjob_for_substrate
-from tpuray import capacity, catalog
+from tpuray import capacity, catalog, labels
 from tpuray.local.substrate import nodes, scheduler
 from tpuray.preview.mockrun import StackRun
 from tpuray.preview.render import manifests
@@ -106,9 +106,17 @@ def delete(joint: JointSubstrate) -> None:
     joint.wait("the job's pods gone", lambda: not joint.pods(NS) and not joint.runner.pods, 300)
 
 
-def preempt(joint: JointSubstrate, pool: nodes.SlicePool, index: int) -> list[str]:
-    """GKE reclaims slice `index` of `pool`: its nodes and their pods are deleted."""
-    return scheduler.preempt(joint.kube, pool.pool_name(index), grace_s=5)
+def preempt_replica(joint: JointSubstrate, replica: str) -> list[str]:
+    """GKE reclaims the slice replica `replica` (its TPU_NAME, e.g. train-v6e-16-1) runs on: that
+    slice's nodes and their pods are deleted.
+
+    Why a test preempts the highest replica: the TPU webhook's getReplicaIndex (ported in
+    tpuray/local/substrate/tpu_webhook.py) gives a new replica the number of replicas it still
+    sees; after replica 0 of two is lost that is 1, the index of the survivor, so two slices would
+    share TPU_NAME (a finding of this substrate, docs/testing.md)."""
+    pods = joint.pods(NS, f"{labels.TPU_WEBHOOK_REPLICA}={replica}")
+    node = joint.kube.session.get(f"{joint.plane.url}/api/v1/nodes/{pods[0]['spec']['nodeName']}", timeout=10).json()
+    return scheduler.preempt(joint.kube, node["metadata"]["labels"][labels.GKE_NODEPOOL], grace_s=5)
 
 
 def take_out_of_stock(joint: JointSubstrate, pool: nodes.SlicePool) -> None:

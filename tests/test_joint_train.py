@@ -5,7 +5,7 @@ capacity chain's driver demands; training runs on what the emulated GKE nodes ho
 tests/joint_prod.py has the job and its departures from the rendered object.
 
 Stock, in test order: no v6e at all and two on-demand v5e slices (the fall-through); then two
-spot v6e slices and one on-demand v6e slice, of which spot slice 0 is preempted mid-run.
+spot v6e slices and one on-demand v6e slice, of which replica 1's slice is preempted mid-run.
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def fallen_through(substrate: JointSubstrate) -> Run:
 
 @pytest.fixture(scope="module")
 def preempted(substrate: JointSubstrate, fallen_through: Run) -> Run:
-    """v6e in stock; once the checkpoint of step 4 is written, spot slice 0 is preempted."""
+    """v6e in stock; once the checkpoint of step 4 is written, the slice of replica 1 is preempted."""
     substrate.add_nodes([V6E_SPOT, V6E_ON_DEMAND])
     job = prod.submit(substrate, mocked("prod"), "preempted", steps=LONG_STEPS, min_step_s=1.0)
     prod.wait_for_line(substrate, job, "step 4 loss", 900)
-    deleted = prod.preempt(substrate, V6E_SPOT, 0)
+    deleted = prod.preempt_replica(substrate, "train-v6e-16-1")
     result = prod.wait_for_result(substrate, job)
     prod.delete(substrate)
     return Run(result, job.created_at, tuple(deleted))
@@ -136,6 +136,7 @@ def test_a_preempted_slice_is_replaced_through_the_operator_and_rays_provider_an
     assert len(second) == 8
     assert {p["start_step"] for p in second} == {5}  # from the checkpoint of step 4, not from step 1
     # The new replica's pods landed on the on-demand slice; the other spot slice kept its gang.
+    assert sorted({p["slice"] for p in second}) == ["train-v6e-16-0", "train-v6e-16-1"]
     on_nodes = sorted(p["kubernetes_node"] for p in second)
     assert [n for n in on_nodes if prod.node_tier(n) == "on-demand"] == [
         f"gke-{prod.CLASS}-v6e-16-on-demand-0-{h}" for h in range(4)
