@@ -36,6 +36,9 @@ from tpuray.local.substrate.netns import PodNetwork, Relay
 VENV_BIN = str(Path(sys.executable).parent)  # the "image": this checkout's Python environment
 IMAGE_TOOLS = ("ray", "python", "python3", "serve", "pip")  # on the image's PATH, /usr/local/bin here
 IMAGE_HOME = "/home/ray"  # rayproject/ray's user home and working directory
+_CHECKOUT = Path(__file__).resolve().parents[3]  # the tree whose tpuray, ray_apps the pods import
+_PREFIX = Path(sys.prefix).resolve()
+IMAGE_PATHS = (_CHECKOUT,) if _PREFIX.is_relative_to(_CHECKOUT) else (_CHECKOUT, _PREFIX)
 
 
 class Unresolved(Exception):
@@ -294,6 +297,10 @@ class PodRunner:
         """The shell run in the container's private mount namespace before its command (REWRITES "volumes")."""
         lines = ["set -e", "mount -t tmpfs tmpfs /run", "mkdir -p /run/tpuray-volumes/image",
                  f"mount --bind '{image_bin}' /run/tpuray-volumes/image"]  # fmt: skip
+        # The "image" (this checkout and its Python environment) stays visible where it is, even
+        # under a path a volume or the /home tmpfs covers (a checkout under /tmp, as CI may clone).
+        for j, path in enumerate(IMAGE_PATHS):
+            lines.append(f"mkdir -p /run/tpuray-volumes/code{j} && mount --bind '{path}' /run/tpuray-volumes/code{j}")
         mounts = sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"])
         for i, mount in enumerate(mounts):
             kind, source = volumes.get(mount["name"], ("bind", ""))
@@ -307,6 +314,8 @@ class PodRunner:
                 lines.append(f"mkdir -p '{path}' && mount -t tmpfs {'-o ' + source if source else ''} tmpfs '{path}'")
             elif source:
                 lines.append(f"mkdir -p '{path}' && mount --bind /run/tpuray-volumes/{i} '{path}'")
+        for j, path in enumerate(IMAGE_PATHS):
+            lines.append(f"mkdir -p '{path}' && mount --bind /run/tpuray-volumes/code{j} '{path}'")
         lines += ["mount --bind /run/tpuray-volumes/image /usr/local/bin", f"cd {IMAGE_HOME}", 'exec "$@"']
         return "\n".join(lines)
 

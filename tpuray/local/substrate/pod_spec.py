@@ -19,7 +19,8 @@ from typing import Any
 REWRITES = {
     "image": "no container runtime here: the container's command runs on this machine, with this checkout's "
     "Python environment as the image's (`ray`, `python`... on /usr/local/bin in the pod's mount namespace, "
-    "which a `bash -l` PATH keeps; its Ray 2.60 is the image's; ray_apps comes from the runtime_env bundle)",
+    "which a `bash -l` PATH keeps; its Ray 2.60 is the image's; ray_apps comes from the runtime_env bundle); "
+    "the checkout and its environment are bound at their own paths in every pod, above its volumes",
     "user": "runs as this machine's user, not securityContext.runAsUser; readOnlyRootFilesystem is not applied",
     "network": "every pod shares one private network namespace with loopback alone (created by the runner), "
     "so Ray keeps 127.0.0.1 and nothing listens on the machine's network",
