@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # 6.5 -> 4.6 s per worker, `make test-fast` 74 -> 69 s, measured; docs/testing.md).
 export PYTHONDONTWRITEBYTECODE =
 
-.PHONY: venv demo test test-fast mutation lint lock clean-venv cluster-tools
+.PHONY: venv demo test test-fast mutation lint lock clean-venv cluster-tools test-joint
 
 venv: $(STAMP)
 
@@ -46,8 +46,14 @@ demo: venv
 # never Serve's default 8000.
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --cov --cov-report=
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --cov --cov-report= -m "not joint_e2e"
 	$(BIN)/python tests/coverage_gate.py
+
+# Prod's RayJob and dev's RayService end to end on the joint substrate (issue 33), alone: one
+# worker, nothing else running. Under `make test`'s load (two workers, coverage) eight raylets
+# starting at once miss Ray's hard-coded 30 s registration wait (docs/testing.md).
+test-joint: venv cluster-tools
+	$(BIN)/python -m pytest -q -n 0 -m joint_e2e
 
 # Everything that needs no Ray cluster (tests not marked slow): the inner loop, about two minutes (114 s measured, 2,605 tests)
 # (docs/testing.md has the figures). Work stealing: xdist's default `load` hands each worker

@@ -29,7 +29,7 @@ from tpuray.local.localrun import SAMPLE_REQUEST
 from tpuray.local.substrate import nodes
 from tpuray.preview.render import manifests
 
-pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
+pytestmark = [pytest.mark.controlplane, pytest.mark.slow, pytest.mark.joint_e2e]
 
 NS = "ray"
 SERVICE = "tpuray-dev-serve"

@@ -23,7 +23,7 @@ from tests.substrate import JointSubstrate, require_namespaces
 from tpuray import capacity
 from tpuray.local.substrate import nodes
 
-pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
+pytestmark = [pytest.mark.controlplane, pytest.mark.slow, pytest.mark.joint_e2e]
 
 STEPS = 6
 LONG_STEPS = 16  # the preempted run: 1 s a step at least (--min-step-s), preempted after step 4
