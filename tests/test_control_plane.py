@@ -172,7 +172,7 @@ WORKER_PODS = {
         "tpuray-staging-train/train-v6e-16": 4,
         "tpuray-staging-serve/serve-v5litepod-8": 1,
     },
-    "prod": {"tpuray-prod-train/train-v6e-16": 8, "tpuray-prod-serve/serve-v5litepod-8": 2},
+    "prod": {"tpuray-prod-serve/serve-v5litepod-8": 2},  # prod's training chain starts empty
 }
 
 
@@ -425,12 +425,10 @@ def test_the_serving_and_training_worker_pods_accounts_cannot_patch_a_pod_or_a_r
 ) -> None:
     accounts = {
         where: prod_pods[where]["spec"]["serviceAccountName"]
-        for where in (
-            "tpuray-prod-serve/serve-v5litepod-8",
-            "tpuray-prod-serve/headgroup",
-            "tpuray-prod-train/train-v6e-16",
-        )
+        for where in ("tpuray-prod-serve/serve-v5litepod-8", "tpuray-prod-serve/headgroup")
     }
+    # prod's training chain starts empty (no worker pod yet): its groups' rendered account.
+    accounts["tpuray-prod-train/train-v6e-16"] = _rendered_worker_account("prod", "RayJob")
     assert accounts == {
         "tpuray-prod-serve/serve-v5litepod-8": "ray-serve",
         "tpuray-prod-serve/headgroup": "ray-serve-head",
@@ -445,11 +443,16 @@ def test_the_serving_and_training_worker_pods_accounts_cannot_patch_a_pod_or_a_r
     assert allowed == []
 
 
+def _rendered_worker_account(stack: str, kind: str) -> str:
+    obj = next(o for o in manifests(mocked(stack)) if o["kind"] == kind)
+    return obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["serviceAccountName"]
+
+
 def test_a_patch_of_a_pod_impersonating_the_serving_account_is_refused(
     control_plane: ControlPlane, prod_pods: dict[str, dict[str, Any]]
 ) -> None:
     replica = prod_pods["tpuray-prod-serve/serve-v5litepod-8"]
-    target = prod_pods["tpuray-prod-train/train-v6e-16"]["metadata"]["name"]
+    target = prod_pods["tpuray-prod-train/headgroup"]["metadata"]["name"]
     response = control_plane.session.patch(
         control_plane.path("v1", "Pod", target, "ray"),
         data=json.dumps({"metadata": {"labels": {"tpuray.dev/ray-object": "tpuray-prod-serve"}}}),

@@ -179,7 +179,7 @@ def test_only_the_gke_and_node_pool_rules_stay_off_plain_manifests() -> None:
 
 def test_every_rule_is_mandatory_by_default_except_the_field_version_advice() -> None:
     levels = {name: rule.level for name, rule in RULES_BY_NAME.items()}
-    assert len(levels) == 54
+    assert len(levels) == 55
     assert {name for name, level in levels.items() if level is not MANDATORY} == {"kuberay-field-version"}
     assert levels["kuberay-field-version"] is ADVISORY
 

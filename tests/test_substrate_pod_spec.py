@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tpuray.local.substrate import pod_runner as pod_runner_module
 from tpuray.local.substrate import pod_spec
 from tpuray.local.substrate.pod_runner import PodRunner
 
@@ -104,7 +105,9 @@ def test_a_container_without_a_command_is_refused_by_name() -> None:
         pod_spec.argv({"name": "c"}, {})
 
 
-def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_namespace() -> None:
+def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     container = {
         "volumeMounts": [
             {"name": "token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True},
@@ -114,11 +117,13 @@ def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_n
     }
     volumes = {"token": ("bind", "/w/pods/p/volumes/token"), "tmp": ("bind", "/w/pods/p/volumes/tmp"),
                "shm": ("tmpfs", "size=1048576")}  # fmt: skip
+    monkeypatch.setattr(pod_runner_module, "IMAGE_PATHS", (Path("/w/checkout"),))
     assert PodRunner._mounts(container, volumes, Path("/w/image-bin")).splitlines() == [
         "set -e",
         "mount -t tmpfs tmpfs /run",
         "mkdir -p /run/tpuray-volumes/image",
         "mount --bind '/w/image-bin' /run/tpuray-volumes/image",
+        "mkdir -p /run/tpuray-volumes/code0 && mount --bind '/w/checkout' /run/tpuray-volumes/code0",
         "mkdir -p /run/tpuray-volumes/1 && mount --bind '/w/pods/p/volumes/tmp' /run/tpuray-volumes/1",
         "mkdir -p /run/tpuray-volumes/2 && mount --bind '/w/pods/p/volumes/token' /run/tpuray-volumes/2",
         "mount -t tmpfs tmpfs /home",
@@ -127,6 +132,7 @@ def test_volumes_are_staged_then_bound_at_their_mount_paths_in_a_private_mount_n
         "mkdir -p '/tmp' && mount --bind /run/tpuray-volumes/1 '/tmp'",
         "mkdir -p '/var/run/secrets/kubernetes.io/serviceaccount' && mount --bind /run/tpuray-volumes/2 "
         "'/var/run/secrets/kubernetes.io/serviceaccount'",
+        "mkdir -p '/w/checkout' && mount --bind /run/tpuray-volumes/code0 '/w/checkout'",
         "mount --bind /run/tpuray-volumes/image /usr/local/bin",
         "cd /home/ray",
         'exec "$@"',

@@ -15,6 +15,7 @@ from tpuray.labels import (
     GKE_TPU_ACCELERATOR,
     GKE_TPU_SLICE_TOPOLOGY,
     GKE_TPU_TOPOLOGY,
+    KUEUE_QUEUE_NAME,
     MARKET_TYPE,
     RAY_TPU_POD_TYPE,
     RAY_TPU_SLICE_NAME,
@@ -241,6 +242,8 @@ def _job_groups_start_empty(res: Resource, config: dict[str, Any]) -> Iterator[s
     cluster = cluster_spec(res.props)
     if cluster is None or cluster.spec.get("enableInTreeAutoscaling") is not True:
         return
+    if KUEUE_QUEUE_NAME in as_dict(as_dict(res.props.get("metadata")).get("labels")):
+        return  # Kueue admits it once its quota (and, queued, its capacity) is there: GKE's DWS sample
     for g in tpu_groups(res.props):
         start = max(as_int(g.spec.get("replicas")) or 0, as_int(g.spec.get("minReplicas")) or 0)
         if start > 0:
