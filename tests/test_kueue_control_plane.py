@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.control_plane import CRD_FILES, ControlPlane, require_tools, tools_missing
+from tests.fuzz_stack import write_stack
 from tests.kueue_plane import condition, kueue_missing, start_kueue, wait_for, workload_of
 from tpuray.config import read_stack_file, stacks_dir
 from tpuray.labels import KUEUE_PRIORITY_CLASS, KUEUE_QUEUE_NAME, RAY_CLUSTER
@@ -138,8 +138,7 @@ def _prod_one_shape(tmp: Path) -> Path:
     raw = read_stack_file(stacks_dir() / "Pulumi.prod.yaml")
     for pool in raw["slicePools"]:
         pool.pop("fallback", None)
-    path = tmp / "Pulumi.prod-one-shape.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"tpuray:{k}": v for k, v in raw.items()}}))
+    path = write_stack(tmp, "prod-one-shape", raw)
     return path
 
 
@@ -199,8 +198,7 @@ def _flex_stack(tmp: Path) -> Path:
         "teams": [{"name": "dev", "quotas": [{"pool": "v6e-flex", "chips": 16}]}],
         "queuedProvisioning": {"pools": ["v6e-flex"], "maxRunDurationSeconds": 86400},
     }
-    path = tmp / "Pulumi.flex.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"tpuray:{k}": v for k, v in raw.items()}}))
+    path = write_stack(tmp, "flex", raw)
     return path
 
 

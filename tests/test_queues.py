@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from conftest import mocked
 
+from tests.fuzz_stack import write_stack
 from tests.stack_edits import errors
 from tpuray.config import read_stack_file, stacks_dir
 from tpuray.config.checks import parse_stack_config
@@ -175,8 +175,7 @@ def test_a_ray_object_on_a_pool_without_quota_is_not_queued() -> None:
 def test_a_stack_without_queues_renders_no_kueue_object_and_no_suspended_job(tmp_path) -> None:
     raw = read_stack_file(stacks_dir() / "Pulumi.dev.yaml")
     del raw["queues"]
-    path = tmp_path / "Pulumi.noqueues.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"tpuray:{k}": v for k, v in raw.items()}}))
+    path = write_stack(tmp_path, "noqueues", raw)
     objects = manifests(run_stack(str(path)))
     assert [o["kind"] for o in objects if o["apiVersion"].startswith("kueue.x-k8s.io")] == []
     (job,) = [o for o in objects if o["kind"] == "RayJob"]
@@ -187,8 +186,7 @@ def test_a_queued_provisioning_pool_is_a_queued_flex_start_node_pool_with_its_ad
     raw = read_stack_file(stacks_dir() / "Pulumi.dev.yaml")
     _flex_pool(raw, [{"flexStart": True}])
     raw["queues"]["teams"][0]["quotas"].append({"pool": "v6e-flex", "chips": 16})
-    path = tmp_path / "Pulumi.flex.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"tpuray:{k}": v for k, v in raw.items()}}))
+    path = write_stack(tmp_path, "flex", raw)
     run = run_stack(str(path))
     (pool,) = [r.inputs for r in run.of_type("gcp:container/nodePool:NodePool") if r.inputs["name"] == "v6e-flex-0"]
     assert pool["queuedProvisioning"] == {"enabled": True}
