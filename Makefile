@@ -43,15 +43,16 @@ demo: venv
 # (one per core: the suite keeps both busy, and four took as long), one whole test file at a
 # time (a module's emulated cluster starts once), the longest files first (tests/ordering.py)
 # so that neither worker ends alone on a long one. Tests that start Serve use free ports,
-# never Serve's default 8000.
+# never Serve's default 8000. Then the joint end-to-end runs (marker joint_e2e: prod's RayJob,
+# dev's RayService on the joint substrate), alone on one worker: under the first run's load
+# eight raylets starting at once missed Ray's hard-coded 30 s registration wait (docs/testing.md).
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --cov --cov-report= -m "not joint_e2e"
+	$(BIN)/python -m pytest -q -n 0 --cov --cov-append --cov-report= -m joint_e2e
 	$(BIN)/python tests/coverage_gate.py
 
-# Prod's RayJob and dev's RayService end to end on the joint substrate (issue 33), alone: one
-# worker, nothing else running. Under `make test`'s load (two workers, coverage) eight raylets
-# starting at once miss Ray's hard-coded 30 s registration wait (docs/testing.md).
+# Only the joint end-to-end runs, as `make test` ends (issue 33).
 test-joint: venv cluster-tools
 	$(BIN)/python -m pytest -q -n 0 -m joint_e2e
 
