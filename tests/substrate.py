@@ -91,7 +91,12 @@ class JointSubstrate:
             self.kube.create("configmaps", cm, namespace)
 
     def step(self) -> None:
-        for name, fn in (("scheduler", scheduler.step), ("jobs", controllers.jobs_step), ("gc", controllers.gc_step)):
+        for name, fn in (
+            ("scheduler", scheduler.step),
+            ("jobs", controllers.jobs_step),
+            ("gc", controllers.gc_step),
+            ("endpoints", controllers.endpoints_step),
+        ):
             try:
                 fn(self.kube)
             except Exception as err:  # noqa: BLE001 - recorded, the loop goes on as a controller would

@@ -100,6 +100,24 @@ def test_the_heads_own_address_follows_its_port_map() -> None:
     assert pod_spec.rewrite_local("http://localhost:8265/api", ports) == "http://127.0.0.1:8265/api"
 
 
+def test_a_worker_pods_serve_proxy_binds_the_pods_own_ports_and_its_probe_follows() -> None:
+    ports = pod_spec.PortMap({52365: 41010})
+    env = pod_spec.serve_proxy_env(ports, ports_from(41020), head=False)
+    assert env == {"RAY_SERVE_WORKER_PROXY_HTTP_PORT": "41020", "RAY_SERVE_WORKER_PROXY_GRPC_PORT": "41021"}
+    # KubeRay v1.5.0's RayService worker readiness probe, as the pod runner runs it
+    probe = "wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success && wget -T 10 -q -O- http://localhost:8000/-/healthz | grep success"  # noqa: E501
+    assert pod_spec.rewrite_local(probe, ports) == (
+        "wget -T 2 -q -O- http://127.0.0.1:41010/api/local_raylet_healthz | grep success && "
+        "wget -T 10 -q -O- http://127.0.0.1:41020/-/healthz | grep success"
+    )
+
+
+def test_the_head_pods_serve_proxy_keeps_serves_own_ports_which_ray_exempts_from_the_override() -> None:
+    ports = pod_spec.PortMap()
+    assert pod_spec.serve_proxy_env(ports, ports_from(41020), head=True) == {}
+    assert ports.get(8000, ports_from(41030)) == 8000
+
+
 def test_a_container_without_a_command_is_refused_by_name() -> None:
     with pytest.raises(pod_spec.PodSpecError, match=r"^container 'c' has no command"):
         pod_spec.argv({"name": "c"}, {})

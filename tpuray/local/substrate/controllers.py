@@ -1,17 +1,23 @@
-"""Stand-ins for the two kube-controller-manager loops the joint substrate needs (no
+"""Stand-ins for the three kube-controller-manager loops the joint substrate needs (no
 controller-manager runs here, tests/control_plane.py):
+- the Endpoints controller: a selector Service's Endpoints list its matching pods' IPs, ready
+  ones as addresses, others as notReadyAddresses. KubeRay v1.5.0 counts a RayService's serve
+  endpoints from the serve Service's Endpoints (rayservice_controller.go) and is Ready only
+  with one or more; no EndpointSlices are written (nothing here reads them);
 - the Job controller, for the RayJob submitter: one pod per Job from its template (with the
   labels and owner reference the Job controller sets), retried up to backoffLimit, and the Job's
   status (succeeded/failed counts, Complete or Failed condition) as its pod ends;
 - the garbage collector's background deletion: a pod, Job or RayCluster whose controlling owner
   (a RayCluster, Job or RayJob) is gone is deleted.
 Not modelled: parallelism and completions above 1, pod failure policies, TTL after finished,
-activeDeadlineSeconds of the Job.
+activeDeadlineSeconds of the Job; publishNotReadyAddresses and named target ports absent from a
+pod (the pod is then left out, where Kubernetes lists it without that port).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from typing import Any
 
@@ -111,3 +117,56 @@ def gc_step(kube: Kube) -> None:
             if any(_owner_gone(kube, meta["namespace"], ref) for ref in refs):
                 kube.session.delete(f"{kube.url}/{prefix}/namespaces/{meta['namespace']}/{plural}/{meta['name']}",
                                     params={"propagationPolicy": "Background"}, timeout=10)  # fmt: skip
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def _target_port(pod: dict[str, Any], port: dict[str, Any]) -> int | None:
+    target = port.get("targetPort", port["port"])
+    if isinstance(target, int):
+        return target
+    named = [
+        p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", []) if p.get("name") == target
+    ]
+    return named[0] if named else None
+
+
+def endpoints(service: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Endpoints subsets of a selector Service: one per distinct set of resolved ports."""
+    subsets: dict[str, dict[str, Any]] = {}
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        ip, meta = pod.get("status", {}).get("podIP"), pod["metadata"]
+        if not ip or meta.get("deletionTimestamp"):
+            continue
+        resolved = [(p, _target_port(pod, p)) for p in service["spec"].get("ports", [])]
+        if any(target is None for _, target in resolved):
+            continue
+        ports = [{"name": p.get("name", ""), "port": t, "protocol": p.get("protocol", "TCP")} for p, t in resolved]
+        subset = subsets.setdefault(json.dumps(ports, sort_keys=True), {"ports": ports})
+        address = {"ip": ip, "nodeName": pod["spec"].get("nodeName", ""),
+                   "targetRef": {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}}  # fmt: skip
+        subset.setdefault("addresses" if _ready(pod) else "notReadyAddresses", []).append(address)
+    return list(subsets.values())
+
+
+def endpoints_step(kube: Kube) -> None:
+    for service in kube.list("services"):
+        meta, selector = service["metadata"], service["spec"].get("selector")
+        if not selector:
+            continue
+        pods = kube.list("pods", meta["namespace"], ",".join(f"{k}={v}" for k, v in sorted(selector.items())))
+        subsets = endpoints(service, pods)
+        path = f"{kube.url}/api/v1/namespaces/{meta['namespace']}/endpoints/{meta['name']}"
+        current = kube.session.get(path, timeout=10)
+        if current.ok and (current.json().get("subsets") or []) == subsets:
+            continue
+        body = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                "labels": meta.get("labels") or {}}, "subsets": subsets}  # fmt: skip
+        with contextlib.suppress(Exception):
+            if current.ok:
+                body["metadata"]["resourceVersion"] = current.json()["metadata"]["resourceVersion"]
+                kube.session.put(path, data=json.dumps(body), timeout=10).raise_for_status()
+            else:
+                kube.create("endpoints", body, meta["namespace"])

@@ -274,6 +274,8 @@ class PodRunner:
             env["JAX_PLATFORMS"] = "cpu"  # REWRITES "devices": libtpu finds no chip here
         args = pod_spec.argv(container, env)
         head = (pod["metadata"].get("labels") or {}).get(labels.RAY_NODE_TYPE) == "head"
+        if any("ray start" in a for a in args):
+            env.update(pod_spec.serve_proxy_env(run.ports, _free_port, head))
         args = [pod_spec.rewrite_ray_start(a, run.ports, _free_port, head) for a in args]
         args = [pod_spec.rewrite_services(a, self.service_port) for a in args]
         env = {k: pod_spec.rewrite_local(pod_spec.rewrite_services(v, self.service_port), run.ports)

@@ -40,6 +40,9 @@ REWRITES = {
     "to every container (google-cloud-storage, Ray's gs:// working_dir fetch and ray_apps.runtime read it), "
     "relayed into the pods' namespace; on GKE a pod reaches GCS with its Workload Identity",
     "memory": "`--object-store-memory` is capped at 100 MiB per node: the machine has 24 GiB shared",
+    "serve": "Ray Serve's proxy on a worker pod binds the pod's own ports for Serve's 8000 and 9000 "
+    "(Ray's RAY_SERVE_WORKER_PROXY_HTTP_PORT / _GRPC_PORT, set in its env); the head's proxy keeps 8000 "
+    "and 9000, which Ray exempts from that override",
     "autoscaler": "`ray kuberay-autoscaler` gets `--gcs-address=127.0.0.1:<the head's GCS port>`, the address "
     "it defaults to (<node ip>:6379) under the ports rewrite",
 }
@@ -164,6 +167,21 @@ def rewrite_ray_start(script: str, ports: PortMap, free: Callable[[], int], head
             if f"--{flag}=" not in script:
                 added.append(f"--{flag}={ports.get(default, free)}")
     return script.replace("ray start", "ray start " + " ".join(added), 1)
+
+
+# Serve's default proxy ports (HTTPOptions, gRPCOptions) -> Ray's per-worker-node override of each
+# (ray/serve/_private/proxy.py apply_per_node_port_overrides, Ray 2.60: the head is exempt).
+SERVE_PROXY_PORTS = {8000: "RAY_SERVE_WORKER_PROXY_HTTP_PORT", 9000: "RAY_SERVE_WORKER_PROXY_GRPC_PORT"}
+
+
+def serve_proxy_env(ports: PortMap, free: Callable[[], int], head: bool) -> dict[str, str]:
+    """REWRITES "serve": a worker pod's Serve proxy binds the pod's own ports; the head's binds
+    Serve's own, so its map keeps them (the serve Service and the probes then reach each)."""
+    if head:
+        for port in SERVE_PROXY_PORTS:
+            ports.ports.setdefault(port, port)
+        return {}
+    return {name: str(ports.get(port, free)) for port, name in SERVE_PROXY_PORTS.items()}
 
 
 def rewrite_local(text: str, ports: PortMap) -> str:
