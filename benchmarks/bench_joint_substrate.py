@@ -41,7 +41,7 @@ from tpuray.local.substrate import nodes  # noqa: E402
 from tpuray.preview.mockrun import run_stack  # noqa: E402
 
 DEFAULT_OUT = "/tmp/tpuray-bench-joint.json"
-STEP_LINE = re.compile(r"^step (\d+) loss", re.MULTILINE)
+STEP_LINE = re.compile(r"\bstep (\d+) loss")  # after the "(RayTrainWorker pid=...)" prefix
 V6E_SPOT = nodes.SlicePool(prod.CLASS, prod.V6E, capacity.SPOT, 2)
 V6E_ON_DEMAND = nodes.SlicePool(prod.CLASS, prod.V6E, capacity.ON_DEMAND, 1)
 V5E_ON_DEMAND = nodes.SlicePool(prod.CLASS, prod.V5E, capacity.ON_DEMAND, 2)
@@ -77,6 +77,7 @@ def preemption(joint: Any, run: Any, steps: int, preempt_after: int) -> dict[str
     prod.delete(joint)
     recoveries = result["goodput"]["recoveries"]
     return {
+        "preempted_after_step": preempt_after,
         "pods_deleted": len(deleted),
         "preemption_to_next_step_observed_s": None if stepped_at is None else round(stepped_at - preempted_at, 1),
         "preemption_to_next_step_goodput_s": recoveries[0]["time_to_recover_s"] if recoveries else None,

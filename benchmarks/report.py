@@ -4,7 +4,8 @@ Reads what the benchmark scripts wrote (defaults: their /tmp paths) and reports 
 figures; a missing file is reported as not measured, never filled in. Usage:
     .venv/bin/python benchmarks/report.py [--slices /tmp/tpuray-bench-slices.json]
         [--recovery /tmp/tpuray-bench-recovery.json] [--data-feed /tmp/tpuray-bench-data-feed.json]
-        [--demo /tmp/tpuray-bench-demo.json] [--goodput /tmp/tpuray-bench-goodput.json] [--only demo|goodput]
+        [--demo /tmp/tpuray-bench-demo.json] [--goodput /tmp/tpuray-bench-goodput.json]
+        [--joint /tmp/tpuray-bench-joint.json] [--only demo|goodput|joint]
         [--md docs/benchmarks.md] [--png docs/benchmarks.png]
 """
 
@@ -22,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report_goodput import GOODPUT_HEADING, goodput_section  # noqa: E402  (benchmarks/ is the script's folder)
+from report_joint import JOINT_HEADING, joint_section  # noqa: E402
 
 
 def _load(path: str) -> dict[str, Any] | None:
@@ -315,21 +317,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-feed", default="/tmp/tpuray-bench-data-feed.json")
     ap.add_argument("--demo", default="/tmp/tpuray-bench-demo.json")
     ap.add_argument("--goodput", default="/tmp/tpuray-bench-goodput.json")
+    ap.add_argument("--joint", default="/tmp/tpuray-bench-joint.json")
     ap.add_argument(
         "--only",
-        choices=("demo", "goodput"),
+        choices=("demo", "goodput", "joint"),
         default=None,
         help="rewrite only this section of the existing document, leaving the others as they are",
     )
     ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
     ap.add_argument("--png", default=str(REPO / "docs" / "benchmarks.png"))
     args = ap.parse_args(argv)
-    demo, goodput = _load(args.demo), _load(args.goodput)
+    demo, goodput, joint = _load(args.demo), _load(args.goodput), _load(args.joint)
     if args.only is not None:
         md = Path(args.md)
         heading, section = {
             "demo": (DEMO_HEADING, demo_section(demo, args.demo)),
             "goodput": (GOODPUT_HEADING, goodput_section(goodput, args.goodput)),
+            "joint": (JOINT_HEADING, joint_section(joint, args.joint)),
         }[args.only]
         md.write_text(replace_section(md.read_text(), heading, section))
         print(f"wrote the {args.only} section of {md}")
@@ -346,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         "small, shared machine; the comparisons inside each table were measured side by side in one run.",
         "",
         "Regenerate: run the scripts in `benchmarks/` (each writes JSON under /tmp and prints it), then "
-        "`python benchmarks/report.py` (`--only demo` or `--only goodput` rewrites that section alone).",
+        "`python benchmarks/report.py` (`--only demo`, `--only goodput` or `--only joint` rewrites that section alone).",
         "",
         f"![benchmarks]({os.path.relpath(png, Path(args.md).parent)})",
         "",
@@ -355,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         *data_feed_section(feed, args.data_feed),
         *demo_section(demo, args.demo),
         *goodput_section(goodput, args.goodput),
+        *joint_section(joint, args.joint),
     ]
     Path(args.md).write_text("\n".join(lines).rstrip() + "\n")
     plot(slices, recovery, feed, png)

@@ -112,3 +112,39 @@ def test_a_missing_goodput_result_is_reported_as_not_measured() -> None:
     from report_goodput import goodput_section
 
     assert goodput_section(None, "/tmp/none.json")[2] == "Not measured (no `/tmp/none.json`)."
+
+
+JOINT = {
+    "machine": {"cpus": 2, "python": "3.11.7", "load_1m": 6.25},
+    "substrate_start_s": 21.5,
+    "slice_deadline_s": 120.0,
+    "first_shape_available": {"created_to_first_step_s": 88.2, "shape": "TPU-V6E:4x4:4:4",
+                              "tried": [["TPU-V6E:4x4:4:4", True, 35.7]]},
+    "first_shape_out_of_stock": {"created_to_first_step_s": 240.4, "shape": "TPU-V5LITEPOD:4x4:4:4",
+                                 "tried": [["TPU-V6E:4x4:4:4", False, 120.0], ["TPU-V5LITEPOD:4x4:4:4", True, 52.8]]},
+    "slice_preemption": {"preempted_after_step": 4, "pods_deleted": 4, "preemption_to_next_step_observed_s": 97.3,
+                         "preemption_to_next_step_goodput_s": 95.12, "resumed_at_step": 5, "final_step": 16},
+}  # fmt: skip
+
+
+def test_the_joint_section_gives_each_runs_time_with_the_shape_it_got_and_the_chain_it_walked() -> None:
+    from report_joint import joint_section
+
+    text = "\n".join(joint_section(JOINT, "/tmp/j.json"))
+    assert (
+        "| first shape out of stock on every tier (two on-demand v5e slices) | RayJob created → first training step "
+        "| 240.4 | TPU-V5LITEPOD:4x4:4:4 | TPU-V6E:4x4:4:4 not granted after 120 s, then TPU-V5LITEPOD:4x4:4:4 "
+        "granted after 52.8 s |" in text
+    )
+    assert "| first shape available (two spot v6e slices in stock) | RayJob created → first training step | 88.2 |" in text
+    assert (
+        "| one of two v6e slices preempted after step 4 (nodes and pods deleted) | preemption → next step (observed) "
+        "| 97.3 | TPU-V6E:4x4:4:4 | resumed at step 5, 4 pods deleted |" in text
+    )
+    assert "recovery (loss to the first step beyond the one reached) at 95.12 s" in text
+
+
+def test_a_missing_joint_result_is_reported_as_not_measured() -> None:
+    from report_joint import joint_section
+
+    assert joint_section(None, "/tmp/none.json")[2] == "Not measured (no `/tmp/none.json`)."
