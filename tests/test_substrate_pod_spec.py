@@ -170,3 +170,22 @@ def test_the_autoscaler_sidecar_is_pointed_at_the_heads_own_gcs_port() -> None:
     assert pod_spec.rewrite_ray_start(script, ports, ports_from(42000), head=True) == (
         "ray kuberay-autoscaler --gcs-address=127.0.0.1:41002 --cluster-name c1 --cluster-namespace ray"
     )
+
+
+def _run(name: str, worker: bool = True, ready: bool = False, age_s: float = 0.0) -> pod_runner_module.RunningPod:
+    run = pod_runner_module.RunningPod("u-" + name, "ray", name, "10.80.0.9", Path("/w") / name, worker=worker,
+                                       ready=ready)  # fmt: skip
+    run.started_at -= age_s
+    return run
+
+
+def test_a_third_worker_pod_waits_while_two_are_starting_but_a_head_does_not() -> None:
+    starting = [_run("w-0"), _run("w-1")]
+    head = {"metadata": {"labels": {"ray.io/node-type": "head"}}}
+    assert (pod_runner_module.paced(POD, starting), pod_runner_module.paced(head, starting)) == (True, False)
+
+
+def test_a_ready_worker_or_one_starting_for_over_a_minute_no_longer_holds_the_next() -> None:
+    assert pod_runner_module.paced(POD, [_run("w-0"), _run("w-1", ready=True)]) is False
+    assert pod_runner_module.paced(POD, [_run("w-0"), _run("w-1", age_s=61.0)]) is False
+    assert pod_runner_module.paced(POD, [_run("w-0"), _run("head", worker=False)]) is False

@@ -177,3 +177,28 @@ def test_a_head_pod_goes_to_the_system_pool_by_its_node_selector() -> None:
     all_nodes = pool_nodes(nodes.SlicePool("v6e-train", V6E_4X4, capacity.SPOT, 1))
     bindings, _ = scheduler.plan([head()], all_nodes, {})
     assert [(p["metadata"]["name"], n) for p, n in bindings] == [("c1-head", "gke-ray-system-0")]
+
+
+def _bound(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    pod["spec"]["nodeName"] = node
+    pod["status"]["phase"] = "Running"
+    return pod
+
+
+def test_a_replaced_host_rejoins_its_replicas_slice_on_its_own_node() -> None:
+    # Host 3's raylet failed and the operator recreated its pod: hosts 0-2 still run on slice 1.
+    all_nodes = pool_nodes(nodes.SlicePool("v6e-train", V6E_4X4, capacity.SPOT, 2))
+    survivors = [_bound(worker("g-1", h), f"gke-v6e-train-v6e-16-spot-1-{h}") for h in range(3)]
+    bindings, stuck = scheduler.plan([*survivors, worker("g-1", 3)], all_nodes, {"v6e-train": prod_class()})
+    assert ([(p["metadata"]["name"], n) for p, n in bindings], stuck) == (
+        [("g-1-worker-3", "gke-v6e-train-v6e-16-spot-1-3")],
+        [],
+    )
+
+
+def test_a_replaced_host_whose_slice_has_no_free_node_is_unschedulable() -> None:
+    all_nodes = pool_nodes(nodes.SlicePool("v6e-train", V6E_4X4, capacity.SPOT, 2))
+    pods = [_bound(worker("g-1", h), f"gke-v6e-train-v6e-16-spot-1-{h}") for h in range(3)]
+    pods.append(_bound(worker("g-2", 0), "gke-v6e-train-v6e-16-spot-1-3"))
+    bindings, stuck = scheduler.plan([*pods, worker("g-1", 3)], all_nodes, {"v6e-train": prod_class()})
+    assert (bindings, [p["metadata"]["name"] for p in stuck]) == ([], ["g-1-worker-3"])

@@ -7,6 +7,10 @@ its reason); it is marked Running, and Ready once its readiness probe (run as wr
 its own ports) passes; a pod being deleted gets SIGTERM, then SIGKILL after its grace period, and
 is then removed (the kubelet's final delete). A container that exits is restarted under
 restartPolicy Always; otherwise the pod ends Succeeded or Failed.
+Unlike kubelets on separate machines, it starts at most MAX_STARTING_WORKERS Ray worker pods at
+a time (one counts until Ready, for at most STARTING_S): eight hosts starting at once on two
+shared cores missed Ray's hard-coded 30 s raylet registration wait (ray/_private/node.py).
+(Over 400 lines: starting, observing and stopping a pod share its RunningPod state.)
 Not modelled: liveness and startup probes, resource limits (no cgroups), image pulls, CSI and
 secret volumes (a pod using one is not started), probe timing (every probe runs each step).
 """
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +41,15 @@ from tpuray.local.substrate.netns import PodNetwork, Relay
 VENV_BIN = str(Path(sys.executable).parent)  # the "image": this checkout's Python environment
 IMAGE_TOOLS = ("ray", "python", "python3", "serve", "pip")  # on the image's PATH, /usr/local/bin here
 IMAGE_HOME = "/home/ray"  # rayproject/ray's user home and working directory
+MAX_STARTING_WORKERS = 2  # one per core
+STARTING_S = 60.0
 _CHECKOUT = Path(__file__).resolve().parents[3]  # the tree whose tpuray, ray_apps the pods import
 _PREFIX = Path(sys.prefix).resolve()
 IMAGE_PATHS = (_CHECKOUT,) if _PREFIX.is_relative_to(_CHECKOUT) else (_CHECKOUT, _PREFIX)
+
+
+def _is_worker(pod: dict[str, Any]) -> bool:
+    return (pod["metadata"].get("labels") or {}).get(labels.RAY_NODE_TYPE) == "worker"
 
 
 class Unresolved(Exception):
@@ -61,6 +72,16 @@ class RunningPod:
     phase: str = "Pending"
     reported: str = ""
     stopping: bool = False
+    worker: bool = False  # a Ray worker pod (ray.io/node-type worker): its start is paced
+    started_at: float = field(default_factory=time.monotonic)
+
+    def starting(self) -> bool:
+        return self.worker and not self.ready and not self.stopping and time.monotonic() - self.started_at < STARTING_S
+
+
+def paced(pod: dict[str, Any], runs: Iterable[RunningPod]) -> bool:
+    """Whether a bound Ray worker pod waits for a later step: MAX_STARTING_WORKERS are starting."""
+    return _is_worker(pod) and sum(r.starting() for r in runs) >= MAX_STARTING_WORKERS
 
 
 def _now() -> str:
@@ -158,6 +179,8 @@ class PodRunner:
                     self._final_delete(pod["metadata"]["namespace"], pod["metadata"]["name"])
                 continue
             if run is None and pod["spec"].get("nodeName") in nodes and pod["status"].get("phase") == "Pending":
+                if paced(pod, self.pods.values()):
+                    continue  # a later step starts it
                 with contextlib.suppress(Unresolved):
                     self._start(pod)
             elif run is not None and not run.stopping:
@@ -175,7 +198,8 @@ class PodRunner:
             return  # not provided here (see the module docstring)
         self._ips += 1
         run = RunningPod(meta["uid"], meta["namespace"], meta["name"], f"10.80.{self._ips // 250}.{self._ips % 250 + 2}",
-                         self.workdir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}")  # fmt: skip
+                         self.workdir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}",
+                         worker=_is_worker(pod))  # fmt: skip
         run.dir.mkdir(parents=True, exist_ok=True)
         volumes = self._volumes(pod, run)
         pod = {**pod, "status": {**pod.get("status", {}), "podIP": run.ip, "hostIP": "127.0.0.1"}}

@@ -8,6 +8,7 @@ What kube-scheduler and GKE's TPU placement do that a test needs, and no more:
   the TPU webhook sets, or KubeRay's `ray.io/worker-group-replica-name`) are bound together, host
   i (its TPU_WORKER_ID) to node i of one free slice (one GKE node pool), and only once all of them
   exist; that is what the webhook's pod affinity on `cloud.google.com/gke-nodepool` asks for;
+  a replaced host of a replica whose other hosts are still bound joins them on their slice;
 - among fitting slices, the one whose tier comes first in the pod's ComputeClass priorities
   (GKE's walk of the class; tpuray/capacity.py reads the tier of a priority);
 - a pod that fits nowhere gets PodScheduled=False, reason Unschedulable, as kube-scheduler writes.
@@ -137,14 +138,25 @@ def plan(
     by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         by_pool[node["metadata"].get("labels", {}).get(GKE_NODEPOOL, node["metadata"]["name"])].append(node)
+    pool_of = {n["metadata"]["name"]: p for p, pool in by_pool.items() for n in pool}
+    bound_in: dict[tuple[str, ...], str] = {}  # a replica whose other hosts are bound -> their slice
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node in pool_of and _live(pod) and not pod["metadata"].get("deletionTimestamp") and tpu_chips(pod):
+            bound_in.setdefault(gang_key(pod), pool_of[node])
     bindings: list[tuple[dict[str, Any], str]] = []
     unschedulable: list[dict[str, Any]] = []
-    for _, gang in sorted(gangs.items()):
+    for key, gang in sorted(gangs.items()):
         gang.sort(key=host_index)
         hosts = hosts_of(gang[0])
-        if len(gang) < hosts:
+        if key in bound_in:
+            # A replaced host of a replica that is still on its slice (the operator recreates a
+            # failed pod): the free nodes of that slice, as the webhook's node-pool affinity asks.
+            chosen = _rejoin(gang, by_pool[bound_in[key]], alloc, used)
+        elif len(gang) < hosts:
             continue  # the rest of the replica is not created yet
-        chosen = _choose(gang, by_pool, alloc, used, classes)
+        else:
+            chosen = _choose(gang, by_pool, alloc, used, classes)
         if chosen is None:
             unschedulable += gang
             continue
@@ -177,6 +189,20 @@ def _choose(
         ):
             candidates.append((rank(pool[0], lead, classes), names))
     return min(candidates)[1] if candidates else None
+
+
+def _rejoin(gang: list[dict[str, Any]], pool: Pool, alloc: dict[str, int], used: dict[str, int]) -> list[str] | None:
+    """Nodes of the slice `pool` for the pending hosts of a replica bound there: host i's own
+    node when it is free, else another free node of the slice."""
+    names, chosen = _names(pool), []
+    for pod in gang:
+        i = host_index(pod)
+        order = ([names[i]] if i < len(names) else []) + names
+        node = next((n for n in order if n not in chosen and used[n] == 0 and _fits(pod, pool, n, alloc, used)), None)
+        if node is None:
+            return None
+        chosen.append(node)
+    return chosen
 
 
 def _names(pool: list[dict[str, Any]]) -> list[str]:
