@@ -42,8 +42,9 @@ def joint_section(d: dict[str, Any] | None, path: str) -> list[str]:
         f"resumed at step {preempted['resumed_at_step']}, {preempted['pods_deleted']} pods deleted |",
         "",
         f"The run's own goodput record puts the recovery (loss to the first step beyond the one reached) at "
-        f"{preempted['preemption_to_next_step_goodput_s']} s. The fall-through's time is mostly the v6e step's "
-        "deadline: nothing of that shape comes up, so the chain waits it out before asking for v5e.",
+        f"{preempted['preemption_to_next_step_goodput_s']} s. Of the fall-through's "
+        f"{fallen['created_to_first_step_s']:g} s, {fallen['tried'][0][2]:g} s are the first shape's wait: nothing of "
+        "that shape comes up, so the chain waits out its deadline before asking for the next.",
         "",
     ]
     return lines

@@ -142,6 +142,7 @@ def test_the_joint_section_gives_each_runs_time_with_the_shape_it_got_and_the_ch
         "| 97.3 | TPU-V6E:4x4:4:4 | resumed at step 5, 4 pods deleted |" in text
     )
     assert "recovery (loss to the first step beyond the one reached) at 95.12 s" in text
+    assert "Of the fall-through's 240.4 s, 120 s are the first shape's wait" in text
 
 
 def test_a_missing_joint_result_is_reported_as_not_measured() -> None:
