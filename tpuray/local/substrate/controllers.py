@@ -21,6 +21,7 @@ import json
 import time
 from typing import Any
 
+from tpuray.local.substrate import pod_spec
 from tpuray.local.substrate.kube import Kube
 
 OWNER_KINDS = {"RayCluster": "apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}",
@@ -123,16 +124,6 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-def _target_port(pod: dict[str, Any], port: dict[str, Any]) -> int | None:
-    target = port.get("targetPort", port["port"])
-    if isinstance(target, int):
-        return target
-    named = [
-        p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", []) if p.get("name") == target
-    ]
-    return named[0] if named else None
-
-
 def endpoints(service: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Endpoints subsets of a selector Service: one per distinct set of resolved ports."""
     subsets: dict[str, dict[str, Any]] = {}
@@ -140,7 +131,7 @@ def endpoints(service: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[
         ip, meta = pod.get("status", {}).get("podIP"), pod["metadata"]
         if not ip or meta.get("deletionTimestamp"):
             continue
-        resolved = [(p, _target_port(pod, p)) for p in service["spec"].get("ports", [])]
+        resolved = [(p, pod_spec.target_port(pod, p)) for p in service["spec"].get("ports", [])]
         if any(target is None for _, target in resolved):
             continue
         ports = [{"name": p.get("name", ""), "port": t, "protocol": p.get("protocol", "TCP")} for p, t in resolved]
@@ -152,21 +143,25 @@ def endpoints(service: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[
 
 
 def endpoints_step(kube: Kube) -> None:
+    pods = kube.list("pods")
     for service in kube.list("services"):
         meta, selector = service["metadata"], service["spec"].get("selector")
         if not selector:
             continue
-        pods = kube.list("pods", meta["namespace"], ",".join(f"{k}={v}" for k, v in sorted(selector.items())))
-        subsets = endpoints(service, pods)
+        selected = [
+            p for p in pods if p["metadata"]["namespace"] == meta["namespace"] and pod_spec.selects(selector, p)
+        ]
+        subsets = endpoints(service, selected)
         path = f"{kube.url}/api/v1/namespaces/{meta['namespace']}/endpoints/{meta['name']}"
-        current = kube.session.get(path, timeout=10)
-        if current.ok and (current.json().get("subsets") or []) == subsets:
+        response = kube.session.get(path, timeout=10)
+        current = response.json() if response.ok else None
+        if current is not None and (current.get("subsets") or []) == subsets:
             continue
         body = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": meta["name"], "namespace": meta["namespace"],
                 "labels": meta.get("labels") or {}}, "subsets": subsets}  # fmt: skip
         with contextlib.suppress(Exception):
-            if current.ok:
-                body["metadata"]["resourceVersion"] = current.json()["metadata"]["resourceVersion"]
+            if current is not None:
+                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 kube.session.put(path, data=json.dumps(body), timeout=10).raise_for_status()
             else:
                 kube.create("endpoints", body, meta["namespace"])

@@ -135,18 +135,14 @@ class PodRunner:
             raise Unresolved(f"{service}.{namespace}")
         self._services[(namespace, service)] = svc
         selector = svc["spec"].get("selector") or {}
-        target: Any = port
-        for sp in svc["spec"].get("ports", []):
-            if sp["port"] == port:
-                target = sp.get("targetPort", port)
+        service_port = next((sp for sp in svc["spec"].get("ports", []) if sp["port"] == port), {"port": port})
         for pod in self.kube.list("pods", namespace):
-            lab = pod["metadata"].get("labels") or {}
             run = self.pods.get(pod["metadata"]["uid"])
-            if run and run.procs and all(lab.get(k) == v for k, v in selector.items()):
-                if isinstance(target, str):
-                    target = next(p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])
-                                  if p.get("name") == target)  # fmt: skip
-                return run.ports.get(int(target), _free_port)
+            if run and run.procs and pod_spec.selects(selector, pod):
+                target = pod_spec.target_port(pod, service_port)
+                if target is None:
+                    break  # the pod has no container port of that name
+                return run.ports.get(target, _free_port)
         raise Unresolved(f"{service}.{namespace}")
 
     def resolve(self, host: str, port: int) -> int | None:

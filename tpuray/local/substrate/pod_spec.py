@@ -184,6 +184,24 @@ def serve_proxy_env(ports: PortMap, free: Callable[[], int], head: bool) -> dict
     return {name: str(ports.get(port, free)) for port, name in SERVE_PROXY_PORTS.items()}
 
 
+def selects(selector: dict[str, str], pod: dict[str, Any]) -> bool:
+    """Whether a Service's equality selector selects the pod."""
+    pod_labels = pod["metadata"].get("labels") or {}
+    return all(pod_labels.get(k) == v for k, v in selector.items())
+
+
+def target_port(pod: dict[str, Any], service_port: dict[str, Any]) -> int | None:
+    """The pod's port behind a Service port: its targetPort (the port itself when unset), a number
+    or the name of one of the pod's container ports; None when the pod has no port of that name."""
+    target = service_port.get("targetPort", service_port["port"])
+    if isinstance(target, int):
+        return target
+    named = [
+        p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", []) if p.get("name") == target
+    ]
+    return named[0] if named else None
+
+
 def rewrite_local(text: str, ports: PortMap) -> str:
     """127.0.0.1:N / localhost:N of the pod's own ports (the head's RAY_ADDRESS, probes)."""
     return re.sub(
