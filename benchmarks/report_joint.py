@@ -14,11 +14,6 @@ def _tried(run: dict[str, Any]) -> str:
     )
 
 
-def _after(run: dict[str, Any]) -> str:
-    """The step the preemption waited for (recorded since the first run's JSON, which lacks it)."""
-    return f" after step {run['preempted_after_step']}" if "preempted_after_step" in run else ""
-
-
 def joint_section(d: dict[str, Any] | None, path: str) -> list[str]:
     lines = [JOINT_HEADING, ""]
     if d is None:
@@ -37,7 +32,7 @@ def joint_section(d: dict[str, Any] | None, path: str) -> list[str]:
         f"{available['created_to_first_step_s']:g} | {available['shape']} | {_tried(available)} |",
         f"| first shape out of stock on every tier (two on-demand v5e slices) | RayJob created → first training step | "
         f"{fallen['created_to_first_step_s']:g} | {fallen['shape']} | {_tried(fallen)} |",
-        f"| one of two v6e slices preempted{_after(preempted)} (nodes and pods deleted) | "
+        f"| one of two v6e slices preempted after step {preempted['preempted_after_step']} (nodes and pods deleted) | "
         f"preemption → next step (observed) | {preempted['preemption_to_next_step_observed_s']} | TPU-V6E:4x4:4:4 | "
         f"resumed at step {preempted['resumed_at_step']}, {preempted['pods_deleted']} pods deleted |",
         "",
